@@ -1,0 +1,155 @@
+"""`rag` — index a folder through Dagster, search and ask the published index.
+
+Exit codes: 0 ok, 1 the job or a check failed, 2 usage or environment error (message on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rag_pipeline.config import PROJECT_ROOT, default_lake_dir, default_raw_dir
+
+
+class UserError(Exception):
+    """A mistake the user can fix; printed without a traceback."""
+
+
+def _dagster_home() -> Path:
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / "data" / "dagster_home")))
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists() and not config.is_symlink():
+        config.symlink_to(PROJECT_ROOT / "dagster.yaml")  # the repo's instance config, one copy
+    return home
+
+
+def cmd_index(args) -> int:
+    import dagster as dg
+
+    from rag_pipeline.definitions import build_definitions
+    from rag_pipeline.defs.resources import RagSettingsResource
+
+    raw, lake = Path(args.raw).resolve(), Path(args.lake).resolve()
+    if not raw.is_dir():
+        raise UserError(f"raw folder {raw} does not exist: put documents there or pass --raw DIR")
+    _dagster_home()
+    defs = build_definitions(RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake)))
+    job = defs.resolve_job_def("index_job")
+    with dg.DagsterInstance.get() as instance:
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+    summary = {"run_id": result.run_id, "success": result.success, "raw_dir": str(raw), "lake_dir": str(lake)}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        if mat.asset_key.to_user_string() in ("lancedb_index", "embeddings"):
+            summary.update({k: v.value for k, v in mat.metadata.items() if k in _SUMMARY_KEYS})
+    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
+    ok = result.success and all(c.passed for c in checks)
+    _print(summary, args.json, lambda d: "\n".join(f"{k:>18}: {v}" for k, v in d.items()))
+    return 0 if ok else 1
+
+
+_SUMMARY_KEYS = {"generation", "documents", "chunks", "quarantined", "scanned_files", "embedded", "reused_from_cache", "model"}
+
+
+def _open_index(lake: str):
+    from rag_pipeline.query import RagIndex
+
+    return RagIndex.open(lake)
+
+
+def cmd_ask(args) -> int:
+    answer = _open_index(args.lake).ask(args.question, k=args.k)
+    _print(answer.to_dict(), args.json, _format_answer)
+    return 0
+
+
+def _format_answer(d: dict) -> str:
+    if d["refused"]:
+        return f"I can't answer that from the indexed documents.\n  reason: {d['reason']}"
+    lines = [d["answer"], "", "Sources:"]
+    for n, c in enumerate(d["citations"], start=1):
+        page = f", page {c['page']}" if c["page"] else ""
+        lines.append(f"  [{n}] {c['title']} — {c['source']}{page} (chunk {c['chunk_id']})")
+    return "\n".join(lines)
+
+
+def cmd_search(args) -> int:
+    hits = _open_index(args.lake).search(args.query, mode=args.mode, k=args.k).to_dicts()
+
+    def fmt(rows):
+        out = []
+        for n, h in enumerate(rows, start=1):
+            page = f" p.{h['page']}" if h["page"] else ""
+            out.append(
+                f"{n:>2}. {h['score']:.4f} {h['source']}{page}  [dense #{h['dense_rank']}, keyword #{h['keyword_rank']}]\n"
+                f"    {h['text'][:160].replace(chr(10), ' ')}"
+            )
+        return "\n".join(out) or "no hits"
+
+    _print(hits, args.json, fmt)
+    return 0
+
+
+def cmd_status(args) -> int:
+    from rag_pipeline.store.lake import Lake
+
+    manifest = Lake(Path(args.lake)).read_manifest()
+    _print(manifest, args.json, lambda m: json.dumps(m, indent=2, ensure_ascii=False))
+    return 0
+
+
+def _print(data, as_json: bool, formatter) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str) if as_json else formatter(data))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rag", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def lake_arg(p):
+        p.add_argument("--lake", default=str(default_lake_dir()), help="lake folder (env RAG_LAKE_DIR, default data/lake)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("index", help="run index_job through Dagster on a folder of documents")
+    p.add_argument("--raw", default=str(default_raw_dir()), help="documents folder (env RAG_RAW_DIR, default data/raw)")
+    lake_arg(p)
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("ask", help="answer a question with citations, or refuse")
+    p.add_argument("question")
+    p.add_argument("-k", type=int, default=5, help="passages to consider (default 5)")
+    lake_arg(p)
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("search", help="show ranked passages with per-arm ranks")
+    p.add_argument("query")
+    p.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    p.add_argument("-k", type=int, default=10, help="hits to return (default 10)")
+    lake_arg(p)
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("status", help="summarize the published index")
+    lake_arg(p)
+    p.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from rag_pipeline.embedding.encoder import ModelMismatchError
+    from rag_pipeline.store.lake import IndexNotFoundError
+
+    try:
+        return args.func(args)
+    except (UserError, IndexNotFoundError, ModelMismatchError) as exc:
+        print(f"rag: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""Settings shared by the Dagster assets, the CLI and the query API.
+
+One frozen dataclass so pure functions take plain values; defaults come from environment
+variables so an operator can repoint a deployment without touching code.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BUILTIN_MODEL = "builtin:multilingual-e5-small"
+
+
+def _env_path(name: str, default: str) -> Path:
+    return Path(os.environ.get(name, default)).expanduser()
+
+
+def default_raw_dir() -> Path:
+    return _env_path("RAG_RAW_DIR", "data/raw")
+
+
+def default_lake_dir() -> Path:
+    return _env_path("RAG_LAKE_DIR", "data/lake")
+
+
+def default_model_cache_dir() -> Path:
+    return _env_path("RAG_MODEL_CACHE", str(PROJECT_ROOT / "data" / "models"))
+
+
+@dataclass(frozen=True)
+class ChunkingSettings:
+    """Chunk sizes are in approximate model tokens (CJK char ≈ 1, English word ≈ 1.3)."""
+
+    max_tokens: int = 300
+    overlap_tokens: int = 40
+
+
+@dataclass(frozen=True)
+class Settings:
+    raw_dir: Path = field(default_factory=default_raw_dir)
+    lake_dir: Path = field(default_factory=default_lake_dir)
+    embedding_model: str = field(
+        default_factory=lambda: os.environ.get("RAG_EMBEDDING_MODEL", BUILTIN_MODEL)
+    )
+    model_cache_dir: Path = field(default_factory=default_model_cache_dir)
+    ocr_lang: str = "eng+chi_sim"
+    ocr_min_confidence: float = field(
+        default_factory=lambda: float(os.environ.get("RAG_OCR_MIN_CONFIDENCE", "60"))
+    )
+    max_file_bytes: int = 100 * 1024 * 1024
+    chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
+    embed_batch_size: int = 32

@@ -1,0 +1,1 @@
+"""Dagster shells: assets, checks, schedules, sensors and resources around the pure stages."""

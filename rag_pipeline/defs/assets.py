@@ -1,0 +1,222 @@
+"""The indexing graph as software-defined assets: thin shells over the pure stage functions.
+
+raw_documents → parsed_documents (+ quarantine) → chunks → chunk_fingerprints → embeddings
+→ lancedb_index. Each asset reports counts and samples an operator can act on.
+"""
+
+
+import time
+from collections import Counter
+
+import dagster as dg
+import numpy as np
+
+from rag_pipeline.chunking import Chunk, chunk_document
+from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.scan import RawFile, scan_raw_folder
+from rag_pipeline.ingest.triage import QuarantineRecord, triage
+from rag_pipeline.store import rows
+from rag_pipeline.store import schema as s
+from rag_pipeline.store.lake import Lake, utc_now
+
+OWNERS = ["team:search-platform"]
+
+
+def _md_table(header: list[str], records: list[list]) -> dg.MetadataValue:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |" for r in records]
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+@dg.asset(group_name="ingest", kinds={"python", "file"}, owners=OWNERS)
+def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource) -> list[RawFile]:
+    """Every file in the raw folder with its sha256 and sidecar metadata (status, ACL, owner)."""
+    files = scan_raw_folder(rag.settings().raw_dir)
+    by_ext = Counter((f.path.suffix.lower() or "(none)") for f in files)
+    context.add_output_metadata(
+        {
+            "raw_dir": str(rag.settings().raw_dir),
+            "files": len(files),
+            "bytes": sum(f.size for f in files),
+            "by_extension": dict(sorted(by_ext.items())),
+            "with_sidecar_errors": sum(1 for f in files if f.metadata_error),
+        }
+    )
+    return files
+
+
+@dg.multi_asset(
+    outs={
+        "parsed_documents": dg.AssetOut(
+            group_name="ingest",
+            kinds={"python"},
+            owners=OWNERS,
+            description="Normalized text blocks per trusted file (page/sheet/slide numbers, OCR confidence).",
+        ),
+        "quarantine": dg.AssetOut(
+            group_name="quality",
+            kinds={"python"},
+            owners=OWNERS,
+            description="Files that cannot be trusted (unreadable, encrypted, empty, low OCR confidence), each with a reason.",
+        ),
+    },
+)
+def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, raw_documents: list[RawFile]):
+    """Parse every raw file; anything unreadable or low-confidence goes to quarantine instead."""
+    from rag_pipeline.ingest.parsers import parse_file
+
+    settings = rag.settings()
+    parsed: dict[str, ParsedDocument] = {}
+    quarantined: list[QuarantineRecord] = []
+    started = time.perf_counter()
+    for raw in raw_documents:
+        outcome = triage(
+            raw,
+            lambda p: parse_file(p, ocr_lang=settings.ocr_lang, max_bytes=settings.max_file_bytes),
+            settings.ocr_min_confidence,
+        )
+        if isinstance(outcome, QuarantineRecord):
+            context.log.warning(f"quarantined {raw.source}: {outcome.reason} ({outcome.detail})")
+            quarantined.append(outcome)
+        else:
+            parsed[raw.doc_id] = outcome
+    ocr = [d.ocr_confidence for d in parsed.values() if d.ocr_used and d.ocr_confidence is not None]
+    yield dg.Output(
+        parsed,
+        output_name="parsed_documents",
+        metadata={
+            "documents": len(parsed),
+            "by_format": dict(Counter(d.format for d in parsed.values())),
+            "by_language": dict(Counter(d.language for d in parsed.values())),
+            "ocr_documents": len(ocr),
+            "ocr_confidence_min": float(min(ocr)) if ocr else None,
+            "ocr_confidence_mean": float(np.mean(ocr)) if ocr else None,
+            "parse_seconds": round(time.perf_counter() - started, 2),
+        },
+    )
+    yield dg.Output(
+        quarantined,
+        output_name="quarantine",
+        metadata={
+            "quarantined": len(quarantined),
+            "by_reason": dict(Counter(q.reason for q in quarantined)),
+            "files": _md_table(
+                ["source", "reason", "detail"], [[q.source, q.reason, q.detail] for q in quarantined]
+            ),
+        },
+    )
+
+
+@dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
+def chunks(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, parsed_documents: dict[str, ParsedDocument]
+) -> list[Chunk]:
+    """Structure-aware chunks (heading path, page) with overlap and content-addressed ids."""
+    settings = rag.settings()
+    result = [
+        c for doc_id, doc in parsed_documents.items() for c in chunk_document(doc_id, doc, settings.chunking)
+    ]
+    lengths = [len(c.text) for c in result] or [0]
+    context.add_output_metadata(
+        {
+            "chunks": len(result),
+            "documents": len(parsed_documents),
+            "chars_median": float(np.median(lengths)),
+            "chars_max": int(max(lengths)),
+            "sample": _md_table(
+                ["chunk_id", "page", "heading", "text"],
+                [[c.chunk_id, c.page, " > ".join(c.heading_path)[:40], c.text[:80]] for c in result[:5]],
+            ),
+        }
+    )
+    return result
+
+
+@dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
+def chunk_fingerprints(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: list[Chunk]
+) -> dict[str, str]:
+    """chunk_id → sha256 of normalized text, diffed against the published index (new/same/gone)."""
+    fingerprints = {c.chunk_id: c.fingerprint for c in chunks}
+    lake = Lake(rag.settings().lake_dir)
+    previous: list[str] = []
+    if lake.read_manifest(missing_ok=True):
+        previous = lake.published_arrow(s.CHUNKS).column("fingerprint").to_pylist()
+    context.add_output_metadata({"fingerprints": len(set(fingerprints.values())), **rows.fingerprint_diff(fingerprints.values(), previous)})
+    return fingerprints
+
+
+@dg.asset(group_name="index", kinds={"python", "pytorch"}, owners=OWNERS)
+def embeddings(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: list[Chunk], chunk_fingerprints: dict[str, str]
+) -> dict[str, np.ndarray]:
+    """Vectors per fingerprint; only fingerprints missing from the cache for this model are embedded."""
+    encoder = rag.encoder()
+    lake = Lake(rag.settings().lake_dir)
+    key = encoder.identity.key
+    text_by_fp = {c.fingerprint: c.embed_text for c in chunks}
+    vectors = lake.cached_vectors(key, list(text_by_fp))
+    missing = [fp for fp in text_by_fp if fp not in vectors]
+    started = time.perf_counter()
+    fresh = dict(zip(missing, encoder.encode_passages([text_by_fp[fp] for fp in missing])))
+    seconds = time.perf_counter() - started
+    lake.add_to_cache(key, fresh)
+    vectors.update(fresh)
+    context.add_output_metadata(
+        {
+            "model": encoder.identity.name,
+            "model_key": key,
+            "dimension": encoder.identity.dimension,
+            "embedded": len(fresh),
+            "reused_from_cache": len(text_by_fp) - len(fresh),
+            "embed_seconds": round(seconds, 2),
+            "chunks_per_second": round(len(fresh) / seconds, 1) if fresh else None,
+        }
+    )
+    return vectors
+
+
+@dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS)
+def lancedb_index(
+    context: dg.AssetExecutionContext,
+    rag: RagSettingsResource,
+    raw_documents: list[RawFile],
+    parsed_documents: dict[str, ParsedDocument],
+    quarantine: list[QuarantineRecord],
+    chunks: list[Chunk],
+    embeddings: dict[str, np.ndarray],
+) -> dg.MaterializeResult:
+    """Publish documents, chunks (vector + full-text index) and quarantine as one index generation."""
+    settings = rag.settings()
+    lake = Lake(settings.lake_dir)
+    identity = rag.encoder().identity
+    now = utc_now()
+    previous_docs = lake.published_arrow(s.DOCUMENTS) if lake.read_manifest(missing_ok=True) else None
+    versions = rows.document_versions(raw_documents, previous_docs)
+    counts = Counter(c.doc_id for c in chunks)
+    documents = rows.documents_table(raw_documents, parsed_documents, counts, versions, now)
+    doc_rows = {r["doc_id"]: r for r in documents.to_pylist()}
+    raws = {r.doc_id: r for r in raw_documents}
+    chunk_table = rows.chunks_table(chunks, raws, doc_rows, embeddings, identity.dimension)
+    manifest = lake.publish(
+        documents,
+        chunk_table,
+        rows.quarantine_table(quarantine, now),
+        model=identity.as_dict(),
+        run_id=context.run_id,
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "lake_dir": str(settings.lake_dir),
+            "generation": manifest["generation"],
+            "table_versions": manifest["table_versions"],
+            "documents": documents.num_rows,
+            "chunks": chunk_table.num_rows,
+            "quarantined": len(quarantine),
+            "scanned_files": len(raw_documents),
+            "by_status": dict(Counter(r["status"] for r in doc_rows.values())),
+            "model": identity.name,
+            "model_key": identity.key,
+        }
+    )

@@ -1,0 +1,33 @@
+"""The one configurable resource: where the raw files and the lake live, which model to use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from rag_pipeline.config import Settings
+from rag_pipeline.embedding.encoder import Encoder, load_encoder
+
+
+class RagSettingsResource(dg.ConfigurableResource):
+    """Pipeline settings; each defaults to its RAG_* environment variable (see README)."""
+
+    raw_dir: str = str(Settings().raw_dir)
+    lake_dir: str = str(Settings().lake_dir)
+    embedding_model: str = Settings().embedding_model
+    model_cache_dir: str = str(Settings().model_cache_dir)
+    ocr_min_confidence: float = Settings().ocr_min_confidence
+
+    def settings(self) -> Settings:
+        return Settings(
+            raw_dir=Path(self.raw_dir),
+            lake_dir=Path(self.lake_dir),
+            embedding_model=self.embedding_model,
+            model_cache_dir=Path(self.model_cache_dir),
+            ocr_min_confidence=self.ocr_min_confidence,
+        )
+
+    def encoder(self) -> Encoder:
+        s = self.settings()
+        return load_encoder(s.embedding_model, str(s.model_cache_dir), s.embed_batch_size)

@@ -1,0 +1,131 @@
+"""Load the configured sentence-transformers model and encode queries and passages.
+
+The model's *identity* (name, weights hash, dimension, prompts, normalization) is what the
+index records and what the embedding cache is keyed by: two models never share vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from rag_pipeline.config import BUILTIN_MODEL
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    name: str
+    weights_sha256: str
+    dimension: int
+    query_prompt: str
+    passage_prompt: str
+    normalize: bool = True
+
+    @property
+    def key(self) -> str:
+        """Short stable key for cache rows and index manifests."""
+        blob = json.dumps(self.__dict__, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "key": self.key}
+
+
+class ModelMismatchError(RuntimeError):
+    """The index was built with a different embedding model than the one configured."""
+
+
+class Encoder:
+    """A loaded model plus its identity. Passages are encoded longest-first in batches."""
+
+    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32):
+        self.model = model
+        self.identity = identity
+        self.batch_size = batch_size
+
+    def encode_passages(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.identity.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # less padding per batch
+        vectors = self._encode([self.identity.passage_prompt + texts[i] for i in order], show_progress)
+        out = np.empty_like(vectors)
+        out[order] = vectors
+        return out
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self._encode([self.identity.query_prompt + text], False)[0]
+
+    def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
+        return np.asarray(
+            self.model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=self.identity.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=show_progress,
+            ),
+            dtype=np.float32,
+        )
+
+
+def resolve_model_path(spec: str, cache_dir: Path) -> tuple[str, dict | None]:
+    """Return a loadable model path/id and, for the built-in model, its recorded identity."""
+    if spec == BUILTIN_MODEL:
+        from rag_pipeline.embedding.e5_build import build_e5_small
+
+        dest = cache_dir / "multilingual-e5-small"
+        return str(dest), build_e5_small(dest)
+    return spec, None
+
+
+@lru_cache(maxsize=4)
+def load_encoder(spec: str, cache_dir: str, batch_size: int = 32) -> Encoder:
+    """Load once per process; the model weights are the expensive part of a query."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    path, built = resolve_model_path(spec, Path(cache_dir))
+    model = SentenceTransformer(path, device="cpu", local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1")
+    if built is not None:
+        identity = ModelIdentity(
+            name=built["name"],
+            weights_sha256=built["weights_sha256"],
+            dimension=int(built["dimension"]),
+            query_prompt=built["query_prompt"],
+            passage_prompt=built["passage_prompt"],
+            normalize=bool(built["normalize"]),
+        )
+    else:
+        identity = _identity_of_any(spec, model)
+    return Encoder(model, identity, batch_size)
+
+
+def _identity_of_any(spec: str, model) -> ModelIdentity:
+    """Identity for an arbitrary sentence-transformers model: hash its weight files if local."""
+    prompts = getattr(model, "prompts", {}) or {}
+    digest = hashlib.sha256()
+    local = Path(spec)
+    files = sorted(local.rglob("*.safetensors")) + sorted(local.rglob("*.bin")) if local.exists() else []
+    for f in files:
+        digest.update(f.read_bytes())
+    if not files:
+        digest.update(spec.encode())
+    return ModelIdentity(
+        name=spec,
+        weights_sha256=digest.hexdigest(),
+        dimension=int(model.get_sentence_embedding_dimension()),
+        query_prompt=prompts.get("query", ""),
+        passage_prompt=prompts.get("passage", prompts.get("document", "")),
+        normalize=True,
+    )

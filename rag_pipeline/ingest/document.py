@@ -1,0 +1,63 @@
+"""The one normalized representation every parser emits.
+
+Downstream stages (quarantine triage, chunking) only ever see these types, never the
+source format, so adding a format never touches the rest of the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+BlockKind = Literal["title", "heading", "paragraph", "list_item", "table_row", "ocr_text", "notes"]
+
+QuarantineReason = Literal[
+    "ocr_low_confidence",
+    "no_text",
+    "encrypted",
+    "corrupt",
+    "unsupported_format",
+    "too_large",
+    "timeout",
+    "invalid_metadata",
+]
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """One ordered unit of text as the author laid it out."""
+
+    text: str
+    kind: BlockKind = "paragraph"
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None  # 1-based page, slide or sheet number where the format has one
+    sheet: str | None = None  # sheet name for spreadsheets
+    ocr_confidence: float | None = None  # mean word confidence 0-100 when the text came from OCR
+
+
+@dataclass
+class ParsedDocument:
+    """A parsed file: ordered blocks plus document-level facts."""
+
+    blocks: list[TextBlock]
+    format: str  # pdf, docx, pptx, xlsx, csv, html, md, txt, image
+    parser: str  # which code path produced it, e.g. "pdfplumber", "tesseract"
+    language: str = "und"  # zh, en, mixed, und
+    page_count: int | None = None
+    ocr_used: bool = False
+    ocr_confidence: float | None = None  # document-level mean word confidence over OCR'd pages
+    title: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(b.text for b in self.blocks)
+
+
+class UnreadableDocument(Exception):
+    """Raised by a parser for a file that cannot be trusted; the file goes to quarantine."""
+
+    def __init__(self, reason: QuarantineReason, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail

@@ -1,0 +1,171 @@
+"""Python API for notebooks and the CLI: open the published index, search, ask.
+
+    from rag_pipeline.query import RagIndex
+    index = RagIndex.open("data/lake")
+    index.search("E-45 error", mode="hybrid").to_polars()
+    index.ask("How many days of annual leave do I get?").answer
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from rag_pipeline.config import Settings
+from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, load_encoder
+from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, refusal_reason, select_sentences
+from rag_pipeline.query.filters import search_filter
+from rag_pipeline.query.fusion import rrf
+from rag_pipeline.query.retrieve import dense_arm, keyword_arm, lexical_coverage
+from rag_pipeline.store import schema as s
+from rag_pipeline.store.lake import Lake
+
+MODES = ("hybrid", "vector", "keyword")
+BACKGROUND_SAMPLE = 512
+
+
+@dataclass
+class Hit:
+    chunk_id: str
+    doc_id: str
+    source: str
+    title: str
+    page: int | None
+    heading_path: str
+    text: str
+    score: float
+    dense_rank: int | None
+    dense_score: float | None
+    keyword_rank: int | None
+    keyword_score: float | None
+
+
+class SearchResult(list):
+    """A list of Hit that converts to the dataframes analysts use."""
+
+    def to_dicts(self) -> list[dict]:
+        return [asdict(h) for h in self]
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_pylist(self.to_dicts())
+
+    def to_polars(self):
+        import polars as pl
+
+        return pl.DataFrame(self.to_dicts(), infer_schema_length=None)
+
+
+class RagIndex:
+    """A read-only view of one published index generation."""
+
+    def __init__(self, lake: Lake, manifest: dict, encoder: Encoder, policy: RefusalPolicy, arm_depth: int = 100):
+        self.lake = lake
+        self.manifest = manifest
+        self.encoder = encoder
+        self.policy = policy
+        self.arm_depth = arm_depth
+        self.chunks = lake.open_published(s.CHUNKS, manifest)
+        self._background: np.ndarray | None = None
+
+    @classmethod
+    def open(cls, lake_dir: str | Path | None = None, settings: Settings | None = None, policy: RefusalPolicy | None = None) -> "RagIndex":
+        settings = settings or Settings()
+        lake = Lake(Path(lake_dir) if lake_dir else settings.lake_dir)
+        manifest = lake.read_manifest()
+        encoder = load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size)
+        recorded = manifest["model"]
+        if recorded["key"] != encoder.identity.key:
+            raise ModelMismatchError(
+                f"the index in {lake.lake_dir} was built with model {recorded['name']} "
+                f"(key {recorded['key']}) but {encoder.identity.name} (key {encoder.identity.key}) is "
+                "configured; set RAG_EMBEDDING_MODEL to the index's model or re-index with the new one"
+            )
+        return cls(lake, manifest, encoder, policy or RefusalPolicy())
+
+    # --- retrieval ------------------------------------------------------------------------
+
+    def search(self, query: str, mode: str = "hybrid", k: int = 10, where: str | None = None) -> SearchResult:
+        hits, _ = self._retrieve(query, mode, k, where)
+        return hits
+
+    def _retrieve(self, query: str, mode: str, k: int, where: str | None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        predicate = search_filter(where)
+        depth = max(self.arm_depth, k)
+        query_vec = self.encoder.encode_query(query)
+        rows: dict[str, dict] = {}
+        rankings: dict[str, list[tuple[str, float]]] = {}
+        if mode in ("hybrid", "vector"):
+            dense = dense_arm(self.chunks, query_vec, predicate, depth)
+            rankings["dense"] = [(r["chunk_id"], r["score"]) for r in dense]
+            rows.update((r["chunk_id"], r) for r in dense)
+        if mode in ("hybrid", "keyword"):
+            keyword = keyword_arm(self.chunks, query, predicate, depth)
+            rankings["keyword"] = [(r["chunk_id"], r["score"]) for r in keyword]
+            rows.update((r["chunk_id"], r) for r in keyword)
+        fused = rrf(rankings)
+        hits = SearchResult()
+        for f in fused[:k]:
+            row = rows[f.chunk_id]
+            dense_hit, keyword_hit = f.arms.get("dense"), f.arms.get("keyword")
+            hits.append(
+                Hit(
+                    chunk_id=f.chunk_id,
+                    doc_id=row["doc_id"],
+                    source=row["source"],
+                    title=row["title"],
+                    page=row["page"],
+                    heading_path=row["heading_path"],
+                    text=row["text"],
+                    score=f.score,
+                    dense_rank=dense_hit.rank if dense_hit else None,
+                    dense_score=dense_hit.score if dense_hit else None,
+                    keyword_rank=keyword_hit.rank if keyword_hit else None,
+                    keyword_score=keyword_hit.score if keyword_hit else None,
+                )
+            )
+        evidence = self._evidence(query, query_vec, rankings, rows, predicate)
+        return hits, (query_vec, evidence, rows)
+
+    def _evidence(self, query, query_vec, rankings, rows, predicate) -> dict:
+        keyword_top = [rows[cid] for cid, _ in rankings.get("keyword", [])[:3]]
+        coverage = max((lexical_coverage(query, r[s.SEARCH_TEXT_COLUMN]) for r in keyword_top), default=0.0)
+        dense = rankings.get("dense", [])
+        top_cos = dense[0][1] if dense else 0.0
+        background = self._background_vectors(predicate)
+        baseline = float(np.median(background @ query_vec)) if len(background) else top_cos
+        return {
+            "candidates": len(rows),
+            "lexical_coverage": round(coverage, 3),
+            "dense_top": round(top_cos, 4),
+            "dense_background": round(baseline, 4),
+            "dense_margin": round(top_cos - baseline, 4),
+        }
+
+    def _background_vectors(self, predicate: str) -> np.ndarray:
+        """A deterministic sample of served chunk vectors: the query's 'unrelated text' baseline."""
+        if self._background is None:
+            table = self.chunks.to_lance().to_table(columns=["vector"], filter=predicate)
+            step = max(1, table.num_rows // BACKGROUND_SAMPLE)
+            vectors = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            dim = self.manifest["model"]["dimension"]
+            self._background = vectors.reshape(-1, dim)[::step].astype(np.float32)
+        return self._background
+
+    # --- answering ------------------------------------------------------------------------
+
+    def ask(self, question: str, k: int = 5, where: str | None = None) -> Answer:
+        hits, (query_vec, evidence, _) = self._retrieve(question, "hybrid", k, where)
+        reason = refusal_reason(evidence, self.policy)
+        if reason:
+            return Answer(question, "", True, reason, [], evidence)
+        top = [h.__dict__ for h in hits[:3]]
+        picked = select_sentences(question, query_vec, top, self.encoder)
+        text, citations = compose(picked, top)
+        retrieved = {h.chunk_id for h in hits}
+        assert all(c.chunk_id in retrieved for c in citations), "citation outside the retrieved set"
+        return Answer(question, text, False, "answered from the cited passages", citations, evidence)

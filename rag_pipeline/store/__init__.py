@@ -1,0 +1,1 @@
+"""LanceDB lake: table schemas, the embedding cache and atomic publication of an index."""

@@ -1,0 +1,128 @@
+"""Build the Arrow tables the lake publishes from pipeline records (pure functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from rag_pipeline.chunking import HEADING_SEPARATOR, Chunk
+from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.scan import RawFile
+from rag_pipeline.ingest.triage import QuarantineRecord
+from rag_pipeline.store import schema as s
+from rag_pipeline.text import search_tokens
+
+
+def _acl(raw: RawFile) -> dict:
+    m = raw.metadata
+    return {
+        "status": m.status,
+        "security_level": m.security_level,
+        "department": m.department,
+        "access_groups": list(m.access_groups),
+        "owner": m.owner,
+    }
+
+
+def document_versions(raws: Iterable[RawFile], previous: pa.Table | None) -> dict[str, int]:
+    """Version per document: carried over while the file hash is unchanged, bumped when it changes."""
+    before: dict[str, tuple[str, int]] = {}
+    if previous is not None and previous.num_rows:
+        for row in previous.select(["doc_id", "sha256", "version"]).to_pylist():
+            before[row["doc_id"]] = (row["sha256"], row["version"])
+    versions = {}
+    for raw in raws:
+        sha, version = before.get(raw.doc_id, (None, 0))
+        versions[raw.doc_id] = version if sha == raw.sha256 else version + 1
+    return versions
+
+
+def documents_table(
+    raws: list[RawFile],
+    parsed: Mapping[str, ParsedDocument],
+    chunk_counts: Mapping[str, int],
+    versions: Mapping[str, int],
+    indexed_at: str,
+) -> pa.Table:
+    rows = []
+    for raw in raws:
+        doc = parsed.get(raw.doc_id)
+        if doc is None:
+            continue
+        rows.append(
+            {
+                "doc_id": raw.doc_id,
+                "source": raw.source,
+                "sha256": raw.sha256,
+                "size": raw.size,
+                "format": doc.format,
+                "parser": doc.parser,
+                "title": raw.metadata.title or doc.title or raw.path.stem,
+                "language": raw.metadata.language or doc.language,
+                "page_count": doc.page_count,
+                "ocr_used": doc.ocr_used,
+                "ocr_confidence": doc.ocr_confidence,
+                **_acl(raw),
+                "version": versions.get(raw.doc_id, 1),
+                "n_chunks": chunk_counts.get(raw.doc_id, 0),
+                "indexed_at": indexed_at,
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=s.documents_schema())
+
+
+def chunks_table(
+    chunks: list[Chunk],
+    raws: Mapping[str, RawFile],
+    documents: Mapping[str, dict],
+    vectors: Mapping[str, np.ndarray],
+    dimension: int,
+) -> pa.Table:
+    """One row per chunk; ACL and lifecycle are denormalized so filters run inside the search."""
+    rows = []
+    for c in chunks:
+        raw = raws[c.doc_id]
+        doc = documents[c.doc_id]
+        rows.append(
+            {
+                "chunk_id": c.chunk_id,
+                "doc_id": c.doc_id,
+                "source": raw.source,
+                "title": doc["title"],
+                "ordinal": c.ordinal,
+                "page": c.page,
+                "heading_path": HEADING_SEPARATOR.join(c.heading_path),
+                "text": c.text,
+                s.SEARCH_TEXT_COLUMN: " ".join(search_tokens(c.embed_text)),
+                "language": doc["language"],
+                "fingerprint": c.fingerprint,
+                **_acl(raw),
+                "vector": np.asarray(vectors[c.fingerprint], dtype=np.float32),
+            }
+        )
+    return pa.Table.from_pylist(rows, schema=s.chunks_schema(dimension))
+
+
+def quarantine_table(records: list[QuarantineRecord], quarantined_at: str) -> pa.Table:
+    rows = [
+        {
+            "doc_id": r.doc_id,
+            "source": r.source,
+            "sha256": r.sha256,
+            "size": r.size,
+            "reason": r.reason,
+            "detail": r.detail,
+            "ocr_confidence": r.ocr_confidence,
+            "quarantined_at": quarantined_at,
+        }
+        for r in records
+    ]
+    return pa.Table.from_pylist(rows, schema=s.quarantine_schema())
+
+
+def fingerprint_diff(current: Iterable[str], previous: Iterable[str]) -> dict[str, int]:
+    """Counts of chunk fingerprints that are new, unchanged or gone since the last index."""
+    cur, prev = set(current), set(previous)
+    return {"new": len(cur - prev), "same": len(cur & prev), "gone": len(prev - cur)}

@@ -1,0 +1,87 @@
+"""Arrow schemas of the lake's tables, in one place so writers and readers agree."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+DOCUMENTS = "documents"
+CHUNKS = "chunks"
+QUARANTINE = "quarantine"
+EMBEDDING_CACHE = "embedding_cache"
+SEARCH_TEXT_COLUMN = "search_text"
+
+_ACL_FIELDS = [
+    pa.field("status", pa.string()),
+    pa.field("security_level", pa.string()),
+    pa.field("department", pa.string()),
+    pa.field("access_groups", pa.list_(pa.string())),
+    pa.field("owner", pa.string()),
+]
+
+
+def documents_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("source", pa.string()),
+            pa.field("sha256", pa.string()),
+            pa.field("size", pa.int64()),
+            pa.field("format", pa.string()),
+            pa.field("parser", pa.string()),
+            pa.field("title", pa.string()),
+            pa.field("language", pa.string()),
+            pa.field("page_count", pa.int32()),
+            pa.field("ocr_used", pa.bool_()),
+            pa.field("ocr_confidence", pa.float32()),
+            *_ACL_FIELDS,
+            pa.field("version", pa.int32()),
+            pa.field("n_chunks", pa.int32()),
+            pa.field("indexed_at", pa.string()),
+        ]
+    )
+
+
+def chunks_schema(dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("doc_id", pa.string()),
+            pa.field("source", pa.string()),
+            pa.field("title", pa.string()),
+            pa.field("ordinal", pa.int32()),
+            pa.field("page", pa.int32()),
+            pa.field("heading_path", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field(SEARCH_TEXT_COLUMN, pa.string()),
+            pa.field("language", pa.string()),
+            pa.field("fingerprint", pa.string()),
+            *_ACL_FIELDS,
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ]
+    )
+
+
+def quarantine_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("doc_id", pa.string(), nullable=False),
+            pa.field("source", pa.string()),
+            pa.field("sha256", pa.string()),
+            pa.field("size", pa.int64()),
+            pa.field("reason", pa.string()),
+            pa.field("detail", pa.string()),
+            pa.field("ocr_confidence", pa.float32()),
+            pa.field("quarantined_at", pa.string()),
+        ]
+    )
+
+
+def embedding_cache_schema(dimension: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("cache_key", pa.string(), nullable=False),  # model_key:fingerprint
+            pa.field("model_key", pa.string()),
+            pa.field("fingerprint", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ]
+    )

@@ -1,0 +1,106 @@
+"""Language-aware text helpers shared by chunking, the keyword index and the query side.
+
+The keyword arm must tokenize documents and queries identically, so both go through
+`search_tokens`: jieba for Chinese runs, lower-cased words for everything else, with
+product codes such as ``X-2000`` kept whole *and* split so ``x2000``-style typing still hits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import unicodedata
+from functools import lru_cache
+
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+_WORD = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)*", re.UNICODE)
+_SPACE_BETWEEN_CJK = re.compile(f"(?<=[{_CJK}，。！？；：、（）])[ \\t]+(?=[{_CJK}，。！？；：、（）])")
+_SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.])(?=\s)")
+
+EN_STOPWORDS = frozenset(
+    """a an and are as at be been by can could do does did for from has have how i if in
+    into is it its me my of on or our should so than that the their them there these they
+    this to was we were what when where which who whom why will with would you your about
+    after any before between both each few more most other same some such only own very
+    just also may must shall per up down out over under again further then once here all""".split()
+)
+ZH_STOPWORDS = frozenset(
+    "的 了 是 在 和 与 及 或 吗 呢 吧 啊 么 什么 多少 如何 怎么 怎样 哪些 哪个 哪里 为什么 "
+    "是否 有 有没有 能 可以 需要 要 我 你 他 她 它 我们 你们 他们 这 那 这个 那个 一个 "
+    "请问 请 就 都 也 还 被 把 对 从 向 让 给 吗？ 几 几天 多久".split()
+)
+
+
+def is_cjk(ch: str) -> bool:
+    return bool(_CJK_CHAR.match(ch))
+
+
+def cjk_ratio(text: str) -> float:
+    letters = [c for c in text if c.isalnum()]
+    if not letters:
+        return 0.0
+    return sum(1 for c in letters if is_cjk(c)) / len(letters)
+
+
+def normalize(text: str) -> str:
+    """NFKC, collapse whitespace, drop spaces between CJK characters (OCR inserts them)."""
+    text = unicodedata.normalize("NFKC", text)
+    text = re.sub(r"[ \t\u00a0\u3000]+", " ", text)
+    text = re.sub(r"\s*\n\s*", "\n", text).strip()
+    return _SPACE_BETWEEN_CJK.sub("", text)
+
+
+def fingerprint(text: str) -> str:
+    """Content address of a chunk: sha256 of its normalized text."""
+    return hashlib.sha256(normalize(text).encode("utf-8")).hexdigest()
+
+
+def approx_tokens(text: str) -> float:
+    """Cheap model-token estimate: one per CJK character, ~1.3 per other word."""
+    cjk = len(_CJK_CHAR.findall(text))
+    words = len(_WORD.findall(_CJK_RUN.sub(" ", text)))
+    return cjk + 1.3 * words
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split on Chinese and Western sentence ends (。！？； . ! ? ;), keeping the punctuation."""
+    parts = [p.strip() for p in _SENTENCE_END.split(text)]
+    return [p for p in parts if p]
+
+
+@lru_cache(maxsize=1)
+def _jieba():
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    jieba.initialize()
+    return jieba
+
+
+def search_tokens(text: str, *, drop_stopwords: bool = True) -> list[str]:
+    """Tokens for BM25: jieba (search mode) for Chinese runs, words and codes for the rest."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    tokens: list[str] = []
+    pos = 0
+    for m in _CJK_RUN.finditer(text):
+        tokens.extend(_latin_tokens(text[pos : m.start()]))
+        tokens.extend(t for t in _jieba().cut_for_search(m.group()) if t.strip())
+        pos = m.end()
+    tokens.extend(_latin_tokens(text[pos:]))
+    if drop_stopwords:
+        tokens = [t for t in tokens if t not in EN_STOPWORDS and t not in ZH_STOPWORDS]
+    return tokens
+
+
+def _latin_tokens(text: str) -> list[str]:
+    out: list[str] = []
+    for m in _WORD.finditer(text):
+        word = m.group()
+        out.append(word)
+        if any(sep in word for sep in "-_./"):
+            out.extend(p for p in re.split(r"[-_./]", word) if p)
+            out.append(re.sub(r"[-_./]", "", word))
+    return out

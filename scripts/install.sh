@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install everything rag_pipeline needs, idempotently: Debian packages (tesseract with English
+# and Simplified Chinese, poppler), a virtualenv in .venv with the project, and the default
+# embedding model built offline into data/models. Safe to re-run; a second run takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DO_NOT_TRACK=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+
+need_apt=()
+command -v tesseract >/dev/null || need_apt+=(tesseract-ocr)
+command -v pdftoppm >/dev/null || need_apt+=(poppler-utils)
+if command -v tesseract >/dev/null; then
+  langs="$(tesseract --list-langs 2>/dev/null || true)"
+  grep -qx eng <<<"$langs" || need_apt+=(tesseract-ocr-eng)
+  grep -qx chi_sim <<<"$langs" || need_apt+=(tesseract-ocr-chi-sim)
+else
+  need_apt+=(tesseract-ocr-eng tesseract-ocr-chi-sim)
+fi
+if ((${#need_apt[@]})); then
+  echo "==> installing Debian packages: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv with $PY"
+  "$PY" -m venv .venv
+fi
+stamp=".venv/.rag-installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "==> installing Python packages into .venv (first time: several minutes)"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q torch==2.13.0            # the CPU wheel; anything else pulls CUDA
+  .venv/bin/pip install -q -c constraints.txt -e ".[dev]"
+  # torchvision breaks `import sentence_transformers` beside the CPU torch build.
+  .venv/bin/pip uninstall -q -y torchvision 2>/dev/null || true
+  rm -f .venv/.rag-installed-*; touch "$stamp"
+fi
+
+echo "==> building the embedding model (offline, once)"
+.venv/bin/python -m rag_pipeline.embedding.e5_build "${RAG_MODEL_CACHE:-data/models}/multilingual-e5-small" >/dev/null
+echo "==> install complete"

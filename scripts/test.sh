@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The test command: install (idempotent), then run the whole suite on real components.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+exec .venv/bin/python -m pytest "$@"
