@@ -1,0 +1,60 @@
+"""Shared fixtures: the sample corpus indexed once per session through the real Dagster job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data" / "sample"
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_corpus() -> Path:
+    path = SHARED / "corpus"
+    if not path.is_dir():
+        pytest.skip(f"shared corpus not found at {path} (it lives beside the checkout in CI)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_raw(tmp_path_factory) -> Path:
+    """A private copy of data/sample, so tests may edit files without touching the repo."""
+    raw = tmp_path_factory.mktemp("raw") / "sample"
+    shutil.copytree(SAMPLE, raw)
+    return raw
+
+
+@pytest.fixture(scope="session")
+def indexed_sample(tmp_path_factory, sample_raw) -> dict:
+    """Run `rag index` (index_job through Dagster, persistent instance) on the sample corpus."""
+    from rag_pipeline import cli
+
+    home = tmp_path_factory.mktemp("dagster_home")
+    lake = tmp_path_factory.mktemp("lake")
+    old_home = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)
+    try:
+        code = cli.main(["index", "--raw", str(sample_raw), "--lake", str(lake)])
+    finally:
+        if old_home is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = old_home
+    return {"exit_code": code, "lake": lake, "raw": sample_raw, "dagster_home": home}
+
+
+@pytest.fixture(scope="session")
+def sample_index(indexed_sample):
+    from rag_pipeline.query import RagIndex
+
+    assert indexed_sample["exit_code"] == 0
+    return RagIndex.open(indexed_sample["lake"])
