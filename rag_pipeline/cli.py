@@ -40,7 +40,9 @@ def cmd_index(args) -> int:
     defs = build_definitions(RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake)))
     job = defs.resolve_job_def("index_job")
     with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(instance=instance, raise_on_error=False)
+        log_level = "DEBUG" if args.verbose else "WARNING"
+        run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+        result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
     summary = {"run_id": result.run_id, "success": result.success, "raw_dir": str(raw), "lake_dir": str(lake)}
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
@@ -62,8 +64,14 @@ def _open_index(lake: str):
     return RagIndex.open(lake)
 
 
+def _principal(args):
+    from rag_pipeline.query.filters import Principal
+
+    return Principal(user=args.user, groups=tuple(args.group or ("all-staff",)), clearance=args.clearance)
+
+
 def cmd_ask(args) -> int:
-    answer = _open_index(args.lake).ask(args.question, k=args.k)
+    answer = _open_index(args.lake).ask(args.question, k=args.k, principal=_principal(args))
     _print(answer.to_dict(), args.json, _format_answer)
     return 0
 
@@ -79,7 +87,7 @@ def _format_answer(d: dict) -> str:
 
 
 def cmd_search(args) -> int:
-    hits = _open_index(args.lake).search(args.query, mode=args.mode, k=args.k).to_dicts()
+    hits = _open_index(args.lake).search(args.query, mode=args.mode, k=args.k, principal=_principal(args)).to_dicts()
 
     def fmt(rows):
         out = []
@@ -117,17 +125,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="run index_job through Dagster on a folder of documents")
     p.add_argument("--raw", default=str(default_raw_dir()), help="documents folder (env RAG_RAW_DIR, default data/raw)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step-by-step log")
     lake_arg(p)
     p.set_defaults(func=cmd_index)
 
+    def principal_args(p):
+        p.add_argument("--user", default="", help="who is asking (sees documents they own)")
+        p.add_argument("--group", action="append", help="access group, repeatable (default all-staff)")
+        p.add_argument(
+            "--clearance", default="internal", choices=["public", "internal", "confidential", "secret"],
+            help="highest security level the asker may read (default internal)",
+        )
+
     p = sub.add_parser("ask", help="answer a question with citations, or refuse")
     p.add_argument("question")
+    principal_args(p)
     p.add_argument("-k", type=int, default=5, help="passages to consider (default 5)")
     lake_arg(p)
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("search", help="show ranked passages with per-arm ranks")
     p.add_argument("query")
+    principal_args(p)
     p.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
     p.add_argument("-k", type=int, default=10, help="hits to return (default 10)")
     lake_arg(p)
@@ -146,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except (UserError, IndexNotFoundError, ModelMismatchError) as exc:
+    except (UserError, IndexNotFoundError, ModelMismatchError, ValueError) as exc:
         print(f"rag: error: {exc}", file=sys.stderr)
         return 2
 

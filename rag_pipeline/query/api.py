@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, load_encoder
 from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, refusal_reason, select_sentences
-from rag_pipeline.query.filters import search_filter
+from rag_pipeline.query.filters import SERVED_STATUS, Principal, search_filter
 from rag_pipeline.query.fusion import rrf
 from rag_pipeline.query.retrieve import dense_arm, keyword_arm, lexical_coverage
 from rag_pipeline.store import schema as s
@@ -69,6 +70,8 @@ class RagIndex:
         self.arm_depth = arm_depth
         self.chunks = lake.open_published(s.CHUNKS, manifest)
         self._background: np.ndarray | None = None
+        self._doc_freq: Counter | None = None
+        self._n_docs = 0
 
     @classmethod
     def open(cls, lake_dir: str | Path | None = None, settings: Settings | None = None, policy: RefusalPolicy | None = None) -> "RagIndex":
@@ -87,14 +90,17 @@ class RagIndex:
 
     # --- retrieval ------------------------------------------------------------------------
 
-    def search(self, query: str, mode: str = "hybrid", k: int = 10, where: str | None = None) -> SearchResult:
-        hits, _ = self._retrieve(query, mode, k, where)
+    def search(
+        self, query: str, mode: str = "hybrid", k: int = 10, principal: Principal | None = None, where: str | None = None
+    ) -> SearchResult:
+        """Ranked chunks the principal may read; `where` is an extra SQL filter (e.g. departments)."""
+        hits, _ = self._retrieve(query, mode, k, principal, where)
         return hits
 
-    def _retrieve(self, query: str, mode: str, k: int, where: str | None):
+    def _retrieve(self, query: str, mode: str, k: int, principal: Principal | None, where: str | None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        predicate = search_filter(where)
+        predicate = search_filter(principal, where)
         depth = max(self.arm_depth, k)
         query_vec = self.encoder.encode_query(query)
         rows: dict[str, dict] = {}
@@ -132,24 +138,37 @@ class RagIndex:
         return hits, (query_vec, evidence, rows)
 
     def _evidence(self, query, query_vec, rankings, rows, predicate) -> dict:
+        doc_freq, n_docs = self._term_stats()
         keyword_top = [rows[cid] for cid, _ in rankings.get("keyword", [])[:3]]
-        coverage = max((lexical_coverage(query, r[s.SEARCH_TEXT_COLUMN]) for r in keyword_top), default=0.0)
+        coverage = max(
+            (lexical_coverage(query, r[s.SEARCH_TEXT_COLUMN], doc_freq, n_docs) for r in keyword_top), default=0.0
+        )
         dense = rankings.get("dense", [])
         top_cos = dense[0][1] if dense else 0.0
-        background = self._background_vectors(predicate)
-        baseline = float(np.median(background @ query_vec)) if len(background) else top_cos
+        sims = self._background_vectors() @ query_vec
+        median = float(np.median(sims)) if len(sims) else top_cos
+        spread = float(np.std(sims)) if len(sims) > 1 else 0.0
         return {
             "candidates": len(rows),
             "lexical_coverage": round(coverage, 3),
             "dense_top": round(top_cos, 4),
-            "dense_background": round(baseline, 4),
-            "dense_margin": round(top_cos - baseline, 4),
+            "dense_background": round(median, 4),
+            "dense_margin": round(top_cos - median, 4),
+            "dense_z": round((top_cos - float(np.mean(sims))) / spread, 3) if spread else 0.0,
         }
 
-    def _background_vectors(self, predicate: str) -> np.ndarray:
-        """A deterministic sample of served chunk vectors: the query's 'unrelated text' baseline."""
+    def _term_stats(self) -> tuple[dict[str, int], int]:
+        """Document frequency of every search term over the published chunks (for idf weights)."""
+        if self._doc_freq is None:
+            column = self.chunks.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN]).column(0).to_pylist()
+            self._doc_freq = Counter(t for text in column for t in set(text.split()))
+            self._n_docs = len(column)
+        return self._doc_freq, self._n_docs
+
+    def _background_vectors(self) -> np.ndarray:
+        """A deterministic sample of published chunk vectors: the query's 'unrelated text' baseline."""
         if self._background is None:
-            table = self.chunks.to_lance().to_table(columns=["vector"], filter=predicate)
+            table = self.chunks.to_lance().to_table(columns=["vector"], filter=f"status = '{SERVED_STATUS}'")
             step = max(1, table.num_rows // BACKGROUND_SAMPLE)
             vectors = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
             dim = self.manifest["model"]["dimension"]
@@ -158,8 +177,9 @@ class RagIndex:
 
     # --- answering ------------------------------------------------------------------------
 
-    def ask(self, question: str, k: int = 5, where: str | None = None) -> Answer:
-        hits, (query_vec, evidence, _) = self._retrieve(question, "hybrid", k, where)
+    def ask(self, question: str, k: int = 5, principal: Principal | None = None, where: str | None = None) -> Answer:
+        """A cited extractive answer from the chunks the principal may read, or a refusal."""
+        hits, (query_vec, evidence, _) = self._retrieve(question, "hybrid", k, principal, where)
         reason = refusal_reason(evidence, self.policy)
         if reason:
             return Answer(question, "", True, reason, [], evidence)
@@ -167,5 +187,6 @@ class RagIndex:
         picked = select_sentences(question, query_vec, top, self.encoder)
         text, citations = compose(picked, top)
         retrieved = {h.chunk_id for h in hits}
-        assert all(c.chunk_id in retrieved for c in citations), "citation outside the retrieved set"
+        if any(c.chunk_id not in retrieved for c in citations):  # mechanical guard, never expected
+            raise RuntimeError("citation outside the retrieved set")
         return Answer(question, text, False, "answered from the cited passages", citations, evidence)

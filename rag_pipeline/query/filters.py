@@ -2,20 +2,56 @@
 
 LanceDB applies them as pre-filters in both the vector and the full-text arm, so a chunk a
 principal may not see is never a candidate — it is not hidden after ranking.
+
+Visibility rule: status is ``published`` AND the chunk's security level is at or below the
+principal's clearance AND (the chunk's access groups share a group with the principal OR the
+principal owns the document).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from rag_pipeline.ingest.scan import SECURITY_LEVELS
+
 SERVED_STATUS = "published"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is asking. The default is an ordinary employee: all-staff, internal clearance."""
+
+    user: str = ""
+    groups: tuple[str, ...] = ("all-staff",)
+    clearance: str = "internal"
+
+    def __post_init__(self):
+        if self.clearance not in SECURITY_LEVELS:
+            raise ValueError(f"clearance must be one of {SECURITY_LEVELS}, got {self.clearance!r}")
 
 
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def search_filter(extra: str | None = None) -> str:
-    """Only published chunks are ever served; `extra` narrows further (e.g. a department)."""
-    clauses = [f"status = {_quote(SERVED_STATUS)}"]
+def _in_list(values) -> str:
+    return "[" + ", ".join(_quote(v) for v in values) + "]"
+
+
+def search_filter(principal: Principal | None = None, extra: str | None = None) -> str:
+    """The predicate every retrieval arm runs with; `extra` narrows further (e.g. departments)."""
+    principal = principal or Principal()
+    levels = SECURITY_LEVELS[: SECURITY_LEVELS.index(principal.clearance) + 1]
+    access = []
+    if principal.groups:
+        access.append(f"array_has_any(access_groups, {_in_list(principal.groups)})")
+    if principal.user:
+        access.append(f"owner = {_quote(principal.user)}")
+    clauses = [
+        f"status = {_quote(SERVED_STATUS)}",
+        "security_level IN (" + ", ".join(_quote(v) for v in levels) + ")",
+        "(" + (" OR ".join(access) or "false") + ")",
+    ]
     if extra:
         clauses.append(f"({extra})")
     return " AND ".join(clauses)

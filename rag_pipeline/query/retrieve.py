@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from rag_pipeline.store.schema import SEARCH_TEXT_COLUMN
@@ -16,7 +18,7 @@ def dense_arm(table, query_vector: np.ndarray, where: str, limit: int) -> list[d
         table.search(query_vector.astype(np.float32), vector_column_name="vector")
         .metric("cosine")
         .where(where, prefilter=True)
-        .select(RESULT_COLUMNS)
+        .select([*RESULT_COLUMNS, "_distance"])
         .limit(limit)
         .to_list()
     )
@@ -33,7 +35,7 @@ def keyword_arm(table, query: str, where: str, limit: int) -> list[dict]:
     rows = (
         table.search(" ".join(tokens), query_type="fts", fts_columns=SEARCH_TEXT_COLUMN)
         .where(where, prefilter=True)
-        .select(RESULT_COLUMNS)
+        .select([*RESULT_COLUMNS, "_score"])
         .limit(limit)
         .to_list()
     )
@@ -42,9 +44,20 @@ def keyword_arm(table, query: str, where: str, limit: int) -> list[dict]:
     return rows
 
 
-def lexical_coverage(query: str, search_text: str) -> float:
-    """Share of the query's content terms that occur in a chunk: "did the keyword arm match at all"."""
+def idf_weights(terms: set[str], doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
+    """BM25's idf; a term the corpus never saw gets the highest weight (it is the most telling)."""
+    return {t: math.log(1 + (n_docs - doc_freq.get(t, 0) + 0.5) / (doc_freq.get(t, 0) + 0.5)) for t in terms}
+
+
+def lexical_coverage(query: str, search_text: str, doc_freq: dict[str, int], n_docs: int) -> float:
+    """IDF-weighted share of the query's terms found in a chunk: "did the keyword arm really match".
+
+    Weighting matters: "Northwind stock code?" matches the company name everywhere, but the
+    telling terms (stock code) nowhere, so its coverage stays low.
+    """
     terms = set(search_tokens(query))
     if not terms:
         return 0.0
-    return len(terms & set(search_text.split())) / len(terms)
+    weights = idf_weights(terms, doc_freq, n_docs)
+    found = terms & set(search_text.split())
+    return sum(weights[t] for t in found) / sum(weights.values())

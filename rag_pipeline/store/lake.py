@@ -13,10 +13,12 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-import lancedb
-import numpy as np
-import pyarrow as pa
-from lancedb.index import FTS
+os.environ.setdefault("LANCE_LOG", "error")  # lance's Rust logger warns on every table creation
+
+import lancedb  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+from lancedb.index import FTS  # noqa: E402
 
 from rag_pipeline.store import schema as s
 
@@ -35,8 +37,15 @@ def utc_now() -> str:
 class Lake:
     def __init__(self, lake_dir: Path):
         self.lake_dir = Path(lake_dir)
-        self.lake_dir.mkdir(parents=True, exist_ok=True)
-        self.db = lancedb.connect(str(self.lake_dir))
+        self._db = None
+
+    @property
+    def db(self):
+        """Connected lazily: opening a lake to read must not create its folder."""
+        if self._db is None:
+            self.lake_dir.mkdir(parents=True, exist_ok=True)
+            self._db = lancedb.connect(str(self.lake_dir))
+        return self._db
 
     # --- embedding cache -------------------------------------------------------------------
 
