@@ -46,7 +46,7 @@ def cmd_index(args) -> int:
     summary = {"run_id": result.run_id, "success": result.success, "raw_dir": str(raw), "lake_dir": str(lake)}
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization
-        if mat.asset_key.to_user_string() in ("lancedb_index", "embeddings"):
+        if mat.asset_key.to_user_string() in ("lancedb_index", "embeddings", "published_index"):
             summary.update({k: v.value for k, v in mat.metadata.items() if k in _SUMMARY_KEYS})
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
@@ -55,7 +55,18 @@ def cmd_index(args) -> int:
     return 0 if ok else 1
 
 
-_SUMMARY_KEYS = {"generation", "documents", "chunks", "quarantined", "scanned_files", "embedded", "reused_from_cache", "model"}
+_SUMMARY_KEYS = {
+    "generation",
+    "documents",
+    "chunks",
+    "quarantined",
+    "scanned_files",
+    "embedded",
+    "reused_from_cache",
+    "model",
+    "promoted",
+    "served_generation",
+}
 
 
 def _open_index(lake: str):
@@ -111,6 +122,36 @@ def cmd_status(args) -> int:
     return 0
 
 
+def cmd_generations(args) -> int:
+    from rag_pipeline.store.lake import Lake
+
+    lake = Lake(Path(args.lake))
+    if args.action == "promote":
+        if args.generation is None:
+            raise UserError("say which generation: rag generations promote N")
+        result = lake.promote(args.generation)
+    elif args.action == "rollback":
+        result = lake.rollback()
+    else:
+        result = [
+            {k: g.get(k) for k in ("generation", "current", "staged_at", "run_id", "counts")} | {"model": g["model"]["name"]}
+            for g in lake.list_generations()
+        ]
+    if isinstance(result, dict):
+        result = {"served_generation": result["generation"], "model": result["model"]["name"], "counts": result["counts"]}
+
+    def fmt(data):
+        if isinstance(data, dict):
+            return f"now serving generation {data['served_generation']} ({data['model']}, {data['counts']})"
+        lines = [f"{'':2}{'gen':>4}  {'staged at':<26} {'model':<24} counts"]
+        for g in data:
+            lines.append(f"{'*' if g['current'] else ' ':2}{g['generation']:>4}  {g['staged_at']:<26} {g['model']:<24} {g['counts']}")
+        return "\n".join(lines)
+
+    _print(result, args.json, fmt)
+    return 0
+
+
 def _print(data, as_json: bool, formatter) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str) if as_json else formatter(data))
 
@@ -151,6 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=10, help="hits to return (default 10)")
     lake_arg(p)
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("generations", help="list index generations, promote one, or roll back")
+    p.add_argument("action", choices=["list", "promote", "rollback"], nargs="?", default="list")
+    p.add_argument("generation", type=int, nargs="?", help="generation number (for promote)")
+    lake_arg(p)
+    p.set_defaults(func=cmd_generations)
 
     p = sub.add_parser("status", help="summarize the published index")
     lake_arg(p)

@@ -46,7 +46,7 @@ class Settings:
         default_factory=lambda: os.environ.get("RAG_EMBEDDING_MODEL", BUILTIN_MODEL)
     )
     model_cache_dir: Path = field(default_factory=default_model_cache_dir)
-    ocr_lang: str = "eng+chi_sim"
+    ocr_lang: str = "chi_sim+eng"  # this order read mixed zh/en scans better, English equally
     ocr_min_confidence: float = field(
         default_factory=lambda: float(os.environ.get("RAG_OCR_MIN_CONFIDENCE", "60"))
     )

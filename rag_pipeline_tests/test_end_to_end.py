@@ -22,6 +22,7 @@ EXPECTED_ASSETS = {
     "chunk_fingerprints",
     "embeddings",
     "lancedb_index",
+    "published_index",
 }
 
 

@@ -186,28 +186,30 @@ def lancedb_index(
     quarantine: list[QuarantineRecord],
     chunks: list[Chunk],
     embeddings: dict[str, np.ndarray],
-) -> dg.MaterializeResult:
-    """Publish documents, chunks (vector + full-text index) and quarantine as one index generation."""
+) -> dict:
+    """Write documents, chunks (vector + full-text index) and quarantine as a new, staged generation."""
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     identity = rag.encoder().identity
     now = utc_now()
-    previous_docs = lake.published_arrow(s.DOCUMENTS) if lake.read_manifest(missing_ok=True) else None
+    served = lake.read_manifest(missing_ok=True)
+    previous_docs = lake.published_arrow(s.DOCUMENTS, served) if served else None
     versions = rows.document_versions(raw_documents, previous_docs)
     counts = Counter(c.doc_id for c in chunks)
     documents = rows.documents_table(raw_documents, parsed_documents, counts, versions, now)
     doc_rows = {r["doc_id"]: r for r in documents.to_pylist()}
     raws = {r.doc_id: r for r in raw_documents}
     chunk_table = rows.chunks_table(chunks, raws, doc_rows, embeddings, identity.dimension)
-    manifest = lake.publish(
+    manifest = lake.stage(
         documents,
         chunk_table,
         rows.quarantine_table(quarantine, now),
         model=identity.as_dict(),
         run_id=context.run_id,
+        stats={"scanned_files": len(raw_documents)},
     )
-    return dg.MaterializeResult(
-        metadata={
+    context.add_output_metadata(
+        {
             "lake_dir": str(settings.lake_dir),
             "generation": manifest["generation"],
             "table_versions": manifest["table_versions"],
@@ -218,5 +220,35 @@ def lancedb_index(
             "by_status": dict(Counter(r["status"] for r in doc_rows.values())),
             "model": identity.name,
             "model_key": identity.key,
+        }
+    )
+    return manifest
+
+
+@dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS)
+def published_index(context: dg.AssetExecutionContext, rag: RagSettingsResource, lancedb_index: dict) -> dg.MaterializeResult:
+    """The generation queries read. Promoted only after the blocking checks on lancedb_index pass.
+
+    A generation built with a different embedding model than the served one is left staged:
+    switching models is an explicit `rag generations promote N`.
+    """
+    lake = Lake(rag.settings().lake_dir)
+    served = lake.read_manifest(missing_ok=True)
+    generation = lancedb_index["generation"]
+    if served and served["model"]["key"] != lancedb_index["model"]["key"]:
+        context.log.warning(
+            f"generation {generation} uses model {lancedb_index['model']['name']} "
+            f"({lancedb_index['model']['key']}); generation {served['generation']} with "
+            f"{served['model']['name']} stays served until `rag generations promote {generation}`"
+        )
+        return dg.MaterializeResult(metadata={"promoted": False, "served_generation": served["generation"], "staged_generation": generation})
+    manifest = lake.promote(generation)
+    return dg.MaterializeResult(
+        metadata={
+            "promoted": True,
+            "served_generation": manifest["generation"],
+            "previous_generation": served["generation"] if served else None,
+            "run_id": context.run_id,
+            "model": manifest["model"]["name"],
         }
     )

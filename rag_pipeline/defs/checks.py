@@ -1,4 +1,4 @@
-"""Quality gates on the published index, visible in the Dagster UI beside each run."""
+"""Quality gates on each staged generation; blocking, so a failing one stops its promotion."""
 
 
 import dagster as dg
@@ -10,13 +10,13 @@ from rag_pipeline.store.lake import Lake
 
 
 @dg.asset_check(asset="lancedb_index", blocking=True)
-def every_file_accounted_for(rag: RagSettingsResource) -> dg.AssetCheckResult:
-    """Each scanned file is either a published document or a quarantine row — none vanish."""
+def every_file_accounted_for(rag: RagSettingsResource, lancedb_index: dict) -> dg.AssetCheckResult:
+    """Each scanned file is either an indexed document or a quarantine row — none vanish."""
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     scanned = {f.doc_id: f.source for f in scan_raw_folder(settings.raw_dir)}
-    indexed = set(lake.published_arrow(s.DOCUMENTS).column("doc_id").to_pylist())
-    quarantined = set(lake.published_arrow(s.QUARANTINE).column("doc_id").to_pylist())
+    indexed = set(lake.published_arrow(s.DOCUMENTS, lancedb_index).column("doc_id").to_pylist())
+    quarantined = set(lake.published_arrow(s.QUARANTINE, lancedb_index).column("doc_id").to_pylist())
     missing = sorted(scanned[d] for d in set(scanned) - indexed - quarantined)
     both = sorted(scanned.get(d, d) for d in indexed & quarantined)
     return dg.AssetCheckResult(
@@ -32,10 +32,10 @@ def every_file_accounted_for(rag: RagSettingsResource) -> dg.AssetCheckResult:
 
 
 @dg.asset_check(asset="lancedb_index", blocking=True)
-def chunks_are_consistent(rag: RagSettingsResource) -> dg.AssetCheckResult:
+def chunks_are_consistent(rag: RagSettingsResource, lancedb_index: dict) -> dg.AssetCheckResult:
     """No duplicate chunk ids, no chunk without its document, vectors of the recorded dimension."""
     lake = Lake(rag.settings().lake_dir)
-    manifest = lake.read_manifest()
+    manifest = lancedb_index
     chunks = lake.published_arrow(s.CHUNKS, manifest).select(["chunk_id", "doc_id", "vector"])
     doc_ids = set(lake.published_arrow(s.DOCUMENTS, manifest).column("doc_id").to_pylist())
     ids = chunks.column("chunk_id").to_pylist()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.document import ParsedDocument, QuarantineReason, UnreadableDocument
 from rag_pipeline.ingest.scan import RawFile
 
@@ -38,6 +39,8 @@ def triage(raw: RawFile, parse: ParseFn, ocr_min_confidence: float) -> ParsedDoc
         parsed = parse(raw.path)
     except UnreadableDocument as exc:
         return quarantined(exc.reason, exc.detail)
+    except OcrEngineError:
+        raise  # a broken install (tesseract missing), not a bad document: fail the run loudly
     except Exception as exc:  # a parser bug must cost one file, never the run
         return quarantined("corrupt", f"{type(exc).__name__}: {exc}")
     if not parsed.text.strip():

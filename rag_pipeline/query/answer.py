@@ -24,8 +24,7 @@ class RefusalPolicy:
     """
 
     min_lexical_coverage: float = 0.45  # idf-weighted share of query terms found in one keyword hit
-    min_dense_margin: float = 0.08  # best dense cosine minus the query's median cosine to the corpus
-    min_dense_z: float = 2.0  # ... and how many standard deviations above the corpus mean it stands
+    min_dense_margin: float = 0.10  # best dense cosine minus the query's median cosine to the corpus
 
 
 MAX_CANDIDATE_SENTENCES = 40  # bounds the per-answer encode cost
@@ -67,7 +66,7 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
         return "no document you may read matches this question"
     if evidence["lexical_coverage"] >= policy.min_lexical_coverage:
         return None
-    if evidence["dense_margin"] >= policy.min_dense_margin and evidence["dense_z"] >= policy.min_dense_z:
+    if evidence["dense_margin"] >= policy.min_dense_margin:
         return None
     return (
         "nothing relevant was found: best keyword match covers "

@@ -1,8 +1,10 @@
-"""The lake: LanceDB tables on local disk (or object storage) plus a published-index manifest.
+"""The lake: LanceDB tables on local disk plus generation manifests.
 
 Readers never look at "the latest" table version: they open the versions recorded in
-``index_manifest.json``. A run writes new table versions first and swaps the manifest last
-(atomic rename), so a run that dies half way leaves the previous index fully readable.
+``index_manifest.json``. A run writes new table versions and a *staged* generation manifest;
+promotion swaps ``index_manifest.json`` last (atomic rename), so a run that dies or fails its
+checks half way leaves the previously served index fully readable. LanceDB keeps old table
+versions, so rolling back is promoting an older generation's manifest again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from lancedb.index import FTS  # noqa: E402
 
 from rag_pipeline.store import schema as s
 
-MANIFEST_NAME = "index_manifest.json"
+MANIFEST_NAME = "index_manifest.json"  # the served generation
+GENERATIONS_DIR = "generations"  # one immutable manifest per staged generation
+PROMOTION_LOG = "promotions.jsonl"  # append-only: which generation was served when
 PUBLISHED_TABLES = (s.DOCUMENTS, s.CHUNKS, s.QUARANTINE)
 
 
@@ -91,7 +95,7 @@ class Lake:
 
     # --- publication -----------------------------------------------------------------------
 
-    def publish(
+    def stage(
         self,
         documents: pa.Table,
         chunks: pa.Table,
@@ -99,8 +103,9 @@ class Lake:
         *,
         model: dict,
         run_id: str | None,
+        stats: dict | None = None,
     ) -> dict:
-        """Write all published tables as new versions, index them, then swap the manifest."""
+        """Write the tables as new versions and record them as a new, not yet served, generation."""
         versions = {}
         for name, table in ((s.DOCUMENTS, documents), (s.CHUNKS, chunks), (s.QUARANTINE, quarantine)):
             written = self.db.create_table(name, data=table, schema=table.schema, mode="overwrite")
@@ -118,10 +123,10 @@ class Lake:
                     replace=True,
                 )
             versions[name] = written.version
-        previous = self.read_manifest(missing_ok=True)
+        existing = [g["generation"] for g in self.list_generations()]
         manifest = {
-            "generation": (previous or {}).get("generation", 0) + 1,
-            "published_at": utc_now(),
+            "generation": max(existing, default=0) + 1,
+            "staged_at": utc_now(),
             "run_id": run_id,
             "model": model,
             "table_versions": versions,
@@ -130,11 +135,57 @@ class Lake:
                 "chunks": chunks.num_rows,
                 "quarantined": quarantine.num_rows,
             },
+            "stats": stats or {},
         }
-        self._write_manifest(manifest)
+        self._write_json(self._generation_path(manifest["generation"]), manifest)
         return manifest
 
+    def promote(self, generation: int) -> dict:
+        """Make a staged (or older) generation the one queries read: one atomic file swap."""
+        path = self._generation_path(generation)
+        if not path.exists():
+            known = [g["generation"] for g in self.list_generations()]
+            raise ValueError(f"no generation {generation} in {self.lake_dir}; known: {known}")
+        manifest = {**json.loads(path.read_text(encoding="utf-8")), "promoted_at": utc_now()}
+        self._write_json(self.lake_dir / MANIFEST_NAME, manifest)
+        with (self.lake_dir / PROMOTION_LOG).open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"generation": generation, "at": manifest["promoted_at"]}) + "\n")
+        return manifest
+
+    def rollback(self) -> dict:
+        """Re-promote the generation that was served before the current one."""
+        history = self.promotion_history()
+        current = history[-1] if history else None
+        previous = next((g for g in reversed(history) if g != current), None)
+        if previous is None:
+            raise ValueError("nothing to roll back to: only one generation has ever been served")
+        return self.promote(previous)
+
+    def promotion_history(self) -> list[int]:
+        path = self.lake_dir / PROMOTION_LOG
+        if not path.exists():
+            return []
+        return [json.loads(line)["generation"] for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+    def list_generations(self) -> list[dict]:
+        folder = self.lake_dir / GENERATIONS_DIR
+        if not folder.is_dir():
+            return []
+        current = (self.read_manifest(missing_ok=True) or {}).get("generation")
+        generations = []
+        for path in sorted(folder.glob("*.json")):
+            manifest = json.loads(path.read_text(encoding="utf-8"))
+            manifest["current"] = manifest["generation"] == current
+            generations.append(manifest)
+        return generations
+
+    def publish(self, documents: pa.Table, chunks: pa.Table, quarantine: pa.Table, *, model: dict, run_id: str | None) -> dict:
+        """Stage and promote at once (tests and tools that need no quality gate in between)."""
+        staged = self.stage(documents, chunks, quarantine, model=model, run_id=run_id)
+        return self.promote(staged["generation"])
+
     def read_manifest(self, missing_ok: bool = False) -> dict | None:
+        """The served generation's manifest."""
         path = self.lake_dir / MANIFEST_NAME
         if not path.exists():
             if missing_ok:
@@ -145,8 +196,11 @@ class Lake:
             )
         return json.loads(path.read_text(encoding="utf-8"))
 
+    def read_generation(self, generation: int) -> dict:
+        return json.loads(self._generation_path(generation).read_text(encoding="utf-8"))
+
     def open_published(self, name: str, manifest: dict | None = None):
-        """The table at the version the manifest published, immune to concurrent writers."""
+        """The table at the version a manifest recorded, immune to concurrent writers."""
         manifest = manifest or self.read_manifest()
         table = self.db.open_table(name)
         table.checkout(manifest["table_versions"][name])
@@ -155,13 +209,18 @@ class Lake:
     def published_arrow(self, name: str, manifest: dict | None = None) -> pa.Table:
         return self.open_published(name, manifest).to_arrow()
 
-    def _write_manifest(self, manifest: dict) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.lake_dir, prefix=".manifest-", suffix=".json")
+    def _generation_path(self, generation: int) -> Path:
+        return self.lake_dir / GENERATIONS_DIR / f"{generation:06d}.json"
+
+    def _write_json(self, path: Path, data: dict) -> None:
+        """Write-then-rename, so a reader sees the old file or the new one, never half of one."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=2, ensure_ascii=False)
+            json.dump(data, fh, indent=2, ensure_ascii=False)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, self.lake_dir / MANIFEST_NAME)
+        os.replace(tmp, path)
 
     def _tables(self) -> set[str]:
         result = self.db.list_tables()

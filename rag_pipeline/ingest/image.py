@@ -1,0 +1,94 @@
+"""Raster images (png, jpg, tiff incl. multi-page): OCR every frame with tesseract."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+from PIL import Image, ImageSequence
+
+from rag_pipeline.ingest.blocks import BlockBuilder, make_document
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.ocr import OcrTimeout, ocr_image
+
+# Pillow's own bomb threshold (~89 Mpx) is the limit: an A0 scan at 300 dpi is ~140 Mpx
+# and would need several GB in tesseract; such files are quarantined as too_large.
+MAX_PIXELS = Image.MAX_IMAGE_PIXELS or 89_478_485
+MAX_FRAMES = 500
+
+
+def open_image(path: Path) -> Image.Image:
+    """Open an image lazily, turning decompression bombs into ``too_large``.
+
+    PIL only reads the header here, so the pixel check happens before any decoding.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            img = Image.open(path)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise UnreadableDocument("too_large", f"image exceeds {MAX_PIXELS} pixels: {exc}") from exc
+    if img.width * img.height > MAX_PIXELS:
+        raise UnreadableDocument("too_large", f"image is {img.width}x{img.height} pixels (limit {MAX_PIXELS})")
+    return img
+
+
+def _checked(frame: Image.Image) -> Image.Image:
+    """Later TIFF frames can be larger than the first; check each before decoding it."""
+    if frame.width * frame.height > MAX_PIXELS:
+        raise UnreadableDocument("too_large", f"frame is {frame.width}x{frame.height} pixels (limit {MAX_PIXELS})")
+    return frame
+
+
+def ocr_frames(
+    frames: Iterable[tuple[int, Image.Image]], lang: str, builder: BlockBuilder, *, upscale: bool = True
+) -> tuple[int, float, list[str]]:
+    """OCR ``(page_number, image)`` pairs into ``builder``.
+
+    Returns ``(word_count, confidence_sum, warnings)`` so callers can aggregate a
+    word-weighted document confidence. Each block carries its page's mean confidence.
+    A page that times out is skipped with a warning.
+    """
+    words, conf_sum, notes = 0, 0.0, []
+    for page_no, frame in frames:
+        try:
+            result = ocr_image(frame, lang, upscale=upscale)
+        except OcrTimeout as exc:
+            notes.append(f"page {page_no}: OCR timeout ({exc})")
+            continue
+        words += result.word_count
+        conf_sum += result.confidence_sum
+        for para in result.paragraphs:
+            builder.add(para, "ocr_text", page=page_no, ocr_confidence=round(result.confidence, 1))
+    return words, conf_sum, notes
+
+
+def parse_image(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
+    """OCR an image file; every frame of a multi-page TIFF is a page.
+
+    Zero recognised words means ``no_text`` (a photo, a blank scan). Low confidence is
+    not judged here: ``ocr_confidence`` is the word-weighted mean over all frames.
+    """
+    img = open_image(path)
+    with img:
+        page_count = getattr(img, "n_frames", 1) or 1
+        if page_count > MAX_FRAMES:
+            raise UnreadableDocument("too_large", f"{page_count} frames (limit {MAX_FRAMES})")
+        frames = ((i, _checked(frame).copy()) for i, frame in enumerate(ImageSequence.Iterator(img), start=1))
+        builder = BlockBuilder()
+        words, conf_sum, notes = ocr_frames(frames, ocr_lang, builder)
+    if words == 0:
+        if notes:
+            raise UnreadableDocument("timeout", "; ".join(notes))
+        raise UnreadableDocument("no_text", "OCR found no words in the image")
+    return make_document(
+        builder,
+        format="image",
+        parser="tesseract",
+        page_count=page_count,
+        ocr_used=True,
+        ocr_confidence=round(conf_sum / words, 1),
+        warnings=notes,
+        fallback_title=path.stem,
+    )

@@ -1,0 +1,118 @@
+"""Entry point: pick a parser by extension (checked against magic bytes) and turn every
+failure into an :class:`UnreadableDocument` with a quarantine reason."""
+
+from __future__ import annotations
+
+import pathlib
+import zipfile
+from collections.abc import Callable
+
+import olefile
+
+from rag_pipeline.ingest.delimited import parse_csv
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.image import parse_image
+from rag_pipeline.ingest.markdown_text import parse_markdown
+from rag_pipeline.ingest.ocr import OcrEngineError
+from rag_pipeline.ingest.pdf import parse_pdf
+from rag_pipeline.ingest.plain_text import parse_txt
+from rag_pipeline.ingest.sheets import parse_xlsx
+from rag_pipeline.ingest.slides import parse_pptx
+from rag_pipeline.ingest.web import parse_html
+from rag_pipeline.ingest.word import parse_docx
+
+__all__ = ["SUPPORTED_EXTENSIONS", "OcrEngineError", "parse_file"]
+
+_IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".tif", ".tiff"}
+_OOXML_EXTENSIONS = {".docx", ".pptx", ".xlsx"}
+_TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
+    ".docx": parse_docx,
+    ".pptx": parse_pptx,
+    ".xlsx": parse_xlsx,
+    ".csv": parse_csv,
+    ".html": parse_html,
+    ".htm": parse_html,
+    ".md": parse_markdown,
+    ".markdown": parse_markdown,
+    ".txt": parse_txt,
+}
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(_IMAGE_EXTENSIONS) | {".pdf"}
+
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
+
+
+def _ole_kind(path: pathlib.Path) -> UnreadableDocument:
+    """An OLE compound file where OOXML (a zip) was expected.
+
+    Office writes password-protected .docx/.xlsx/.pptx as an OLE container holding
+    "EncryptionInfo" and "EncryptedPackage"; anything else is a legacy .doc/.xls/.ppt
+    saved under a new extension.
+    """
+    try:
+        with olefile.OleFileIO(str(path)) as ole:
+            if ole.exists("EncryptionInfo") or ole.exists("EncryptedPackage"):
+                return UnreadableDocument("encrypted", "password-protected Office file (OLE EncryptedPackage)")
+            streams = {"/".join(s) for s in ole.listdir()}
+    except Exception as exc:  # damaged OLE
+        return UnreadableDocument("corrupt", f"damaged OLE compound file: {type(exc).__name__}: {exc}")
+    return UnreadableDocument(
+        "unsupported_format", f"legacy binary Office file with {path.suffix} extension (streams: {sorted(streams)[:5]})"
+    )
+
+
+def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str) -> ParsedDocument:
+    is_pdf = b"%PDF-" in head[:1024]
+    is_image = head.startswith(_IMAGE_MAGIC)
+    # Content wins over the name for the two binary families we can always recognise.
+    if ext == ".pdf" or (is_pdf and ext in _IMAGE_EXTENSIONS):
+        if not is_pdf:
+            if is_image:
+                return parse_image(path, ocr_lang=ocr_lang)
+            raise UnreadableDocument("corrupt", "no %PDF- header")
+        return parse_pdf(path, ocr_lang=ocr_lang)
+    if ext in _IMAGE_EXTENSIONS:
+        return parse_image(path, ocr_lang=ocr_lang)
+    if ext in _OOXML_EXTENSIONS:
+        if head.startswith(_OLE_MAGIC):
+            raise _ole_kind(path)
+        if not zipfile.is_zipfile(path):
+            raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
+    return _TEXT_PARSERS[ext](path)
+
+
+def parse_file(
+    path: pathlib.Path, *, ocr_lang: str = "eng+chi_sim", max_bytes: int = 100 * 1024 * 1024
+) -> ParsedDocument:
+    """Parse one file into a :class:`ParsedDocument`, or raise :class:`UnreadableDocument`.
+
+    Reasons: unsupported_format (unknown extension, legacy binary Office), too_large
+    (over ``max_bytes`` or an image over the pixel limit), encrypted (password PDF or
+    Office file), corrupt (cannot be opened or parsed; any unexpected exception, with its
+    type and message), no_text (parsed but empty, including OCR finding no words),
+    timeout (OCR/rendering timed out and nothing else was readable). Low OCR confidence
+    is not judged here: see ``ocr_used`` / ``ocr_confidence``.
+
+    The one exception that escapes is :class:`OcrEngineError` (tesseract or poppler
+    missing, language data not installed): a deployment fault that must fail the run
+    instead of quarantining every scan as "corrupt".
+    """
+    path = pathlib.Path(path)
+    ext = path.suffix.lower()
+    if ext not in SUPPORTED_EXTENSIONS:
+        raise UnreadableDocument("unsupported_format", f"extension {ext or '(none)'!r} is not supported")
+    try:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise UnreadableDocument("too_large", f"{size} bytes exceeds the {max_bytes}-byte limit")
+        if size == 0:
+            raise UnreadableDocument("no_text", "empty file (0 bytes)")
+        with open(path, "rb") as fh:
+            head = fh.read(2048)
+        return _dispatch(path, ext, head, ocr_lang)
+    except (UnreadableDocument, OcrEngineError):
+        raise
+    except MemoryError as exc:
+        raise UnreadableDocument("too_large", f"out of memory while parsing: {exc}") from exc
+    except Exception as exc:
+        raise UnreadableDocument("corrupt", f"{type(exc).__name__}: {exc}"[:500]) from exc

@@ -1,0 +1,225 @@
+"""Word .docx via python-docx: headings drive heading_path, tables become folded rows.
+
+The body XML is walked directly (with python-docx's Paragraph for text and style
+lookup) because python-docx's paragraph/table lists skip content controls (w:sdt),
+where cover pages and many template fields live, and lose body order between
+paragraphs and tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import docx
+from docx.oxml.ns import qn
+from docx.text.paragraph import Paragraph
+
+from rag_pipeline.ingest.blocks import BlockBuilder, make_document
+from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.textutil import squash
+
+_HEADING_STYLE = re.compile(r"^(heading|标题)\s*(\d)$", re.I)
+_CONTAINERS = {qn("w:sdt"), qn("w:sdtContent"), qn("w:customXml"), qn("w:smartTag")}
+_TERMINAL = tuple(".。:：,，;；!！?？")
+
+
+def _children(el, tag: str) -> Iterator:  # type: ignore[no-untyped-def]
+    """Direct children with ``tag``, looking through content-control wrappers."""
+    for child in el.iterchildren():
+        if child.tag == tag:
+            yield child
+        elif child.tag == qn("w:sdt"):
+            content = child.find(qn("w:sdtContent"))
+            if content is not None:
+                yield from _children(content, tag)
+        elif child.tag in _CONTAINERS:
+            yield from _children(child, tag)
+
+
+def _is_toc(sdt) -> bool:  # type: ignore[no-untyped-def]
+    """A table-of-contents content control: page-number boilerplate, not content."""
+    gallery = sdt.find(f"{qn('w:sdtPr')}/{qn('w:docPartObj')}/{qn('w:docPartGallery')}")
+    return gallery is not None and "content" in (gallery.get(qn("w:val")) or "").lower()
+
+
+def _body_items(el) -> Iterator:  # type: ignore[no-untyped-def]
+    """Paragraph and table elements of a body or cell, in document order."""
+    for child in el.iterchildren():
+        if child.tag in (qn("w:p"), qn("w:tbl")):
+            yield child
+        elif child.tag == qn("w:sdt"):
+            if not _is_toc(child):
+                content = child.find(qn("w:sdtContent"))
+                if content is not None:
+                    yield from _body_items(content)
+        elif child.tag in _CONTAINERS:
+            yield from _body_items(child)
+
+
+def _style_chain(par: Paragraph) -> list:  # type: ignore[type-arg]
+    chain, style = [], None
+    try:
+        style = par.style
+    except Exception:  # dangling style id
+        return chain
+    while style is not None and len(chain) < 8:
+        chain.append(style)
+        style = style.base_style
+    return chain
+
+
+def _outline_level(ppr) -> int | None:  # type: ignore[no-untyped-def]
+    if ppr is None:
+        return None
+    el = ppr.find(qn("w:outlineLvl"))
+    if el is None:
+        return None
+    try:
+        level = int(el.get(qn("w:val")))
+    except (TypeError, ValueError):
+        return None
+    return level + 1 if level < 9 else None  # 9 = body text
+
+
+def _heading_level(par: Paragraph) -> int | None:
+    """0 for a Title, 1-9 for a heading, None for body text.
+
+    Recognised by style name (English or Chinese "标题 N", including base styles) or by
+    an outline level on the paragraph or its style, which is how localized and custom
+    heading styles mark themselves.
+    """
+    direct = _outline_level(par._p.pPr)
+    if direct is not None:
+        return direct
+    for style in _style_chain(par):
+        name = (style.name or "").strip()
+        if name.lower() == "title" or name == "标题":
+            return 0
+        m = _HEADING_STYLE.match(name)
+        if m:
+            return int(m.group(2))
+        level = _outline_level(style.element.pPr)
+        if level is not None:
+            return level
+    return None
+
+
+def _formatted_heading_level(par: Paragraph, text: str) -> int | None:
+    """Heading typed as bold, big text in a "Normal" paragraph (common in real documents).
+
+    Only short paragraphs without sentence punctuation, fully bold and explicitly sized
+    14pt or more, qualify (plain bold at body size is emphasis, not structure); size
+    picks the level (>= 20pt: 1, else 2).
+    """
+    if len(text) > 100 or text.endswith(_TERMINAL):
+        return None
+    runs = [r for r in par.runs if r.text.strip()]
+    if not runs or not all(r.bold for r in runs):
+        return None
+    sizes = [r.font.size.pt for r in runs if r.font.size is not None]
+    size = max(sizes) if sizes else 0
+    if size < 14:
+        return None
+    return 1 if size >= 20 else 2
+
+
+def _is_list_item(par: Paragraph) -> bool:
+    ppr = par._p.pPr
+    if ppr is not None and ppr.find(qn("w:numPr")) is not None:
+        return True
+    for style in _style_chain(par):
+        if (style.name or "").lower().startswith("list"):
+            return True
+        spp = style.element.pPr
+        if spp is not None and spp.find(qn("w:numPr")) is not None:
+            return True
+    return False
+
+
+def _cell_text(tc, parent) -> str:  # type: ignore[no-untyped-def]
+    parts = []
+    for item in _body_items(tc):
+        if item.tag == qn("w:p"):
+            parts.append(Paragraph(item, parent).text)
+        else:  # nested table, flattened
+            parts.extend(" | ".join(c for c in row if c) for row in _table_rows(item, parent))
+    return "\n".join(p for p in parts if p.strip())
+
+
+def _table_rows(tbl, parent) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    """Cell texts per row on the table grid.
+
+    A horizontally merged cell (gridSpan) fills its first column and leaves the others
+    empty; a vertically merged continuation repeats the value above, so each row still
+    carries it after folding.
+    """
+    rows: list[list[str]] = []
+    previous: list[str] = []
+    for tr in _children(tbl, qn("w:tr")):
+        row: list[str] = []
+        for tc in _children(tr, qn("w:tc")):
+            tcpr = tc.find(qn("w:tcPr"))
+            span, continuation = 1, False
+            if tcpr is not None:
+                grid = tcpr.find(qn("w:gridSpan"))
+                if grid is not None:
+                    try:
+                        span = max(1, int(grid.get(qn("w:val"))))
+                    except (TypeError, ValueError):
+                        span = 1
+                vmerge = tcpr.find(qn("w:vMerge"))
+                continuation = vmerge is not None and vmerge.get(qn("w:val")) in (None, "continue")
+            col = len(row)
+            text = (previous[col] if col < len(previous) else "") if continuation else _cell_text(tc, parent)
+            row.append(text)
+            row.extend([""] * (span - 1))
+        rows.append(row)
+        previous = row
+    return rows
+
+
+def parse_docx(path: Path) -> ParsedDocument:
+    """Parse a .docx into heading, paragraph, list_item and table_row blocks.
+
+    Broken packages (not a zip, missing or malformed [Content_Types].xml) raise from
+    python-docx and are reported as corrupt by the dispatcher. Embedded pictures are not
+    OCR'd; their count is reported in ``warnings``.
+    """
+    document = docx.Document(str(path))
+    body = document.element.body
+    parent = document._body
+    builder = BlockBuilder()
+    title: str | None = None
+    for item in _body_items(body):
+        if item.tag == qn("w:tbl"):
+            builder.add_table(_table_rows(item, parent))
+            continue
+        par = Paragraph(item, parent)
+        text = squash(par.text)
+        if not text:
+            continue
+        level = _heading_level(par)
+        if level is None and not _is_list_item(par):
+            level = _formatted_heading_level(par, text)
+        if level == 0:
+            title = title or text
+            builder.add(text, "title")
+        elif level is not None:
+            builder.heading(text, level)
+        elif _is_list_item(par):
+            builder.add(par.text, "list_item")
+        else:
+            builder.add(par.text)
+    pictures = len(body.findall(".//" + qn("w:drawing"))) + len(body.findall(".//" + qn("w:pict")))
+    notes = [f"{pictures} embedded picture(s) not OCR'd"] if pictures else []
+    core_title = (document.core_properties.title or "").strip() or None
+    return make_document(
+        builder,
+        format="docx",
+        parser="python-docx",
+        title=title or builder.first_heading or core_title,
+        warnings=notes,
+        fallback_title=path.stem,
+    )
