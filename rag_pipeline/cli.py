@@ -202,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="summarize the published index")
     lake_arg(p)
     p.set_defaults(func=cmd_status)
+
+    from rag_pipeline.eval.cli import register as register_eval
+
+    register_eval(sub)
     return parser
 
 

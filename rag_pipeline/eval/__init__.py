@@ -1,0 +1,1 @@
+"""Retrieval and answer evaluation: BEIR benchmarks and the sample corpus's golden set."""
