@@ -37,7 +37,9 @@ def cmd_index(args) -> int:
     if not raw.is_dir():
         raise UserError(f"raw folder {raw} does not exist: put documents there or pass --raw DIR")
     _dagster_home()
-    defs = build_definitions(RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake)))
+    defs = build_definitions(
+        RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
+    )
     job = defs.resolve_job_def("index_job")
     with dg.DagsterInstance.get() as instance:
         log_level = "DEBUG" if args.verbose else "WARNING"
@@ -45,11 +47,13 @@ def cmd_index(args) -> int:
         result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
     summary = {"run_id": result.run_id, "success": result.success, "raw_dir": str(raw), "lake_dir": str(lake)}
     for event in result.get_asset_materialization_events():
-        mat = event.event_specific_data.materialization
-        if mat.asset_key.to_user_string() in ("lancedb_index", "embeddings", "published_index"):
-            summary.update({k: v.value for k, v in mat.metadata.items() if k in _SUMMARY_KEYS})
+        metadata = event.event_specific_data.materialization.metadata
+        summary.update({k: v.value for k, v in metadata.items() if k in _SUMMARY_KEYS})
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
+    failed = [c for c in checks if not c.passed]
+    for check in failed:
+        print(f"rag: check {check.check_name} failed: {check.description or check.metadata}", file=sys.stderr)
     ok = result.success and all(c.passed for c in checks)
     _print(summary, args.json, lambda d: "\n".join(f"{k:>18}: {v}" for k, v in d.items()))
     return 0 if ok else 1
@@ -61,6 +65,12 @@ _SUMMARY_KEYS = {
     "chunks",
     "quarantined",
     "scanned_files",
+    "parsed_now",
+    "reused_from_parse_cache",
+    "added",
+    "updated",
+    "unchanged",
+    "deleted",
     "embedded",
     "reused_from_cache",
     "model",
@@ -78,7 +88,12 @@ def _open_index(lake: str):
 def _principal(args):
     from rag_pipeline.query.filters import Principal
 
-    return Principal(user=args.user, groups=tuple(args.group or ("all-staff",)), clearance=args.clearance)
+    return Principal(
+        user=args.user,
+        groups=tuple(args.group or ("all-staff",)),
+        clearance=args.clearance,
+        departments=tuple(args.department or ()),
+    )
 
 
 def cmd_ask(args) -> int:
@@ -167,12 +182,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="run index_job through Dagster on a folder of documents")
     p.add_argument("--raw", default=str(default_raw_dir()), help="documents folder (env RAG_RAW_DIR, default data/raw)")
     p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step-by-step log")
+    p.add_argument(
+        "--allow-mass-deletion", action="store_true",
+        help="proceed even if the scan sees less than half the files the served index knows",
+    )
     lake_arg(p)
     p.set_defaults(func=cmd_index)
 
     def principal_args(p):
         p.add_argument("--user", default="", help="who is asking (sees documents they own)")
         p.add_argument("--group", action="append", help="access group, repeatable (default all-staff)")
+        p.add_argument("--department", action="append", help="department the asker belongs to, repeatable")
         p.add_argument(
             "--clearance", default="internal", choices=["public", "internal", "confidential", "secret"],
             help="highest security level the asker may read (default internal)",

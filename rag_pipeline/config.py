@@ -51,5 +51,7 @@ class Settings:
         default_factory=lambda: float(os.environ.get("RAG_OCR_MIN_CONFIDENCE", "60"))
     )
     max_file_bytes: int = 100 * 1024 * 1024
+    max_deletion_fraction: float = 0.5  # a scan missing more than this share of known files stops the run
+    allow_mass_deletion: bool = False
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
     embed_batch_size: int = 32

@@ -6,6 +6,7 @@ import dagster as dg
 
 from rag_pipeline.defs import assets, checks
 from rag_pipeline.defs.automation import index_job, nightly_reindex_schedule, raw_folder_sensor
+from rag_pipeline.defs.generations import promote_generation_job, rollback_generation_job
 from rag_pipeline.defs.resources import RagSettingsResource
 
 
@@ -14,7 +15,7 @@ def build_definitions(rag: RagSettingsResource | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules([assets]),
         asset_checks=dg.load_asset_checks_from_modules([checks]),
-        jobs=[index_job],
+        jobs=[index_job, promote_generation_job, rollback_generation_job],
         schedules=[nightly_reindex_schedule],
         sensors=[raw_folder_sensor],
         resources={"rag": rag or RagSettingsResource()},

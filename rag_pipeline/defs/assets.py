@@ -15,7 +15,8 @@ from rag_pipeline.chunking import Chunk, chunk_document
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import RawFile, scan_raw_folder
-from rag_pipeline.ingest.triage import QuarantineRecord, triage
+from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key
+from rag_pipeline.ingest.triage import QuarantineRecord, parse_outcome, triage
 from rag_pipeline.store import rows
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake, utc_now
@@ -67,20 +68,31 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
     from rag_pipeline.ingest.parsers import parse_file
 
     settings = rag.settings()
+    lake = Lake(settings.lake_dir)
+    keys = {raw.doc_id: parse_cache_key(raw.sha256, settings.ocr_lang) for raw in raw_documents}
+    cached = lake.cached_parses(list(keys.values()))
     parsed: dict[str, ParsedDocument] = {}
     quarantined: list[QuarantineRecord] = []
+    fresh: dict[str, str] = {}
     started = time.perf_counter()
     for raw in raw_documents:
-        outcome = triage(
-            raw,
-            lambda p: parse_file(p, ocr_lang=settings.ocr_lang, max_bytes=settings.max_file_bytes),
-            settings.ocr_min_confidence,
-        )
-        if isinstance(outcome, QuarantineRecord):
-            context.log.warning(f"quarantined {raw.source}: {outcome.reason} ({outcome.detail})")
-            quarantined.append(outcome)
+        key = keys[raw.doc_id]
+        if raw.metadata_error:
+            outcome = None
+        elif key in cached:
+            outcome = outcome_from_json(cached[key])
         else:
-            parsed[raw.doc_id] = outcome
+            outcome = parse_outcome(
+                raw.path, lambda p: parse_file(p, ocr_lang=settings.ocr_lang, max_bytes=settings.max_file_bytes)
+            )
+            fresh[key] = outcome_to_json(outcome)
+        result = triage(raw, outcome, settings.ocr_min_confidence)
+        if isinstance(result, QuarantineRecord):
+            context.log.warning(f"quarantined {raw.source}: {result.reason} ({result.detail})")
+            quarantined.append(result)
+        else:
+            parsed[raw.doc_id] = result
+    lake.add_parses(fresh)
     ocr = [d.ocr_confidence for d in parsed.values() if d.ocr_used and d.ocr_confidence is not None]
     yield dg.Output(
         parsed,
@@ -92,6 +104,8 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
             "ocr_documents": len(ocr),
             "ocr_confidence_min": float(min(ocr)) if ocr else None,
             "ocr_confidence_mean": float(np.mean(ocr)) if ocr else None,
+            "parsed_now": len(fresh),
+            "reused_from_parse_cache": sum(1 for raw in raw_documents if keys[raw.doc_id] in cached),
             "parse_seconds": round(time.perf_counter() - started, 2),
         },
     )
@@ -200,13 +214,14 @@ def lancedb_index(
     doc_rows = {r["doc_id"]: r for r in documents.to_pylist()}
     raws = {r.doc_id: r for r in raw_documents}
     chunk_table = rows.chunks_table(chunks, raws, doc_rows, embeddings, identity.dimension)
+    changes = rows.document_changes(previous_docs, documents)
     manifest = lake.stage(
         documents,
         chunk_table,
         rows.quarantine_table(quarantine, now),
         model=identity.as_dict(),
         run_id=context.run_id,
-        stats={"scanned_files": len(raw_documents)},
+        stats={"scanned_files": len(raw_documents), **changes},
     )
     context.add_output_metadata(
         {
@@ -217,6 +232,7 @@ def lancedb_index(
             "chunks": chunk_table.num_rows,
             "quarantined": len(quarantine),
             "scanned_files": len(raw_documents),
+            **changes,
             "by_status": dict(Counter(r["status"] for r in doc_rows.values())),
             "model": identity.name,
             "model_key": identity.key,

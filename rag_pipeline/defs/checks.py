@@ -36,13 +36,69 @@ def chunks_are_consistent(rag: RagSettingsResource, lancedb_index: dict) -> dg.A
     """No duplicate chunk ids, no chunk without its document, vectors of the recorded dimension."""
     lake = Lake(rag.settings().lake_dir)
     manifest = lancedb_index
-    chunks = lake.published_arrow(s.CHUNKS, manifest).select(["chunk_id", "doc_id", "vector"])
-    doc_ids = set(lake.published_arrow(s.DOCUMENTS, manifest).column("doc_id").to_pylist())
+    chunks = lake.published_arrow(s.CHUNKS, manifest).select(["chunk_id", "doc_id", "status", "vector"])
+    doc_status = dict(
+        zip(*lake.published_arrow(s.DOCUMENTS, manifest).select(["doc_id", "status"]).to_pydict().values())
+    )
     ids = chunks.column("chunk_id").to_pylist()
     duplicates = len(ids) - len(set(ids))
-    orphans = sum(1 for d in chunks.column("doc_id").to_pylist() if d not in doc_ids)
+    rows = chunks.select(["doc_id", "status"]).to_pylist()
+    orphans = sum(1 for r in rows if r["doc_id"] not in doc_status)
+    status_drift = sum(1 for r in rows if r["doc_id"] in doc_status and r["status"] != doc_status[r["doc_id"]])
     dimension = chunks.schema.field("vector").type.list_size
     return dg.AssetCheckResult(
-        passed=duplicates == 0 and orphans == 0 and dimension == manifest["model"]["dimension"],
-        metadata={"chunks": len(ids), "duplicate_ids": duplicates, "orphans": orphans, "dimension": dimension},
+        passed=duplicates == 0 and orphans == 0 and status_drift == 0 and dimension == manifest["model"]["dimension"],
+        metadata={
+            "chunks": len(ids),
+            "duplicate_ids": duplicates,
+            "orphans": orphans,
+            "status_differs_from_document": status_drift,
+            "dimension": dimension,
+        },
     )
+
+
+@dg.asset_check(asset="lancedb_index", blocking=True)
+def model_pin_matches(rag: RagSettingsResource, lancedb_index: dict) -> dg.AssetCheckResult:
+    """The generation records exactly the configured embedding model (vectors never mix)."""
+    configured = rag.encoder().identity
+    recorded = lancedb_index["model"]
+    return dg.AssetCheckResult(
+        passed=recorded["key"] == configured.key,
+        metadata={"recorded": f"{recorded['name']} ({recorded['key']})", "configured": f"{configured.name} ({configured.key})"},
+    )
+
+
+@dg.asset_check(asset="raw_documents", blocking=True)
+def scan_is_not_truncated(rag: RagSettingsResource, raw_documents: list) -> dg.AssetCheckResult:
+    """Refuse to go on when the scan sees far fewer files than the served index knows.
+
+    An unmounted share or a permissions change looks exactly like "everything was deleted";
+    blocking here means nothing downstream runs and the served generation stays as it was.
+    Set allow_mass_deletion (``rag index --allow-mass-deletion``) when the deletion is real.
+    """
+    settings = rag.settings()
+    served = Lake(settings.lake_dir).read_manifest(missing_ok=True)
+    known = (served or {}).get("stats", {}).get("scanned_files")
+    if known is None and served:
+        known = served["counts"]["documents"] + served["counts"]["quarantined"]
+    seen = len(raw_documents)
+    too_few = bool(known) and known >= MIN_FILES_FOR_GUARD and seen < known * (1 - settings.max_deletion_fraction)
+    return dg.AssetCheckResult(
+        passed=not too_few or settings.allow_mass_deletion,
+        metadata={
+            "files_seen": seen,
+            "files_in_served_index": known or 0,
+            "max_deletion_fraction": settings.max_deletion_fraction,
+            "allow_mass_deletion": settings.allow_mass_deletion,
+        },
+        description=(
+            f"scan saw {seen} files but the served index knows {known}: refusing to delete more than "
+            f"{settings.max_deletion_fraction:.0%}; re-run with --allow-mass-deletion if intended"
+            if too_few
+            else None
+        ),
+    )
+
+
+MIN_FILES_FOR_GUARD = 5  # below this, a "mass deletion" is just a small folder being edited

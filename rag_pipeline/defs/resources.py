@@ -18,6 +18,8 @@ class RagSettingsResource(dg.ConfigurableResource):
     embedding_model: str = Settings().embedding_model
     model_cache_dir: str = str(Settings().model_cache_dir)
     ocr_min_confidence: float = Settings().ocr_min_confidence
+    max_deletion_fraction: float = Settings().max_deletion_fraction
+    allow_mass_deletion: bool = False
 
     def settings(self) -> Settings:
         return Settings(
@@ -26,6 +28,8 @@ class RagSettingsResource(dg.ConfigurableResource):
             embedding_model=self.embedding_model,
             model_cache_dir=Path(self.model_cache_dir),
             ocr_min_confidence=self.ocr_min_confidence,
+            max_deletion_fraction=self.max_deletion_fraction,
+            allow_mass_deletion=self.allow_mass_deletion,
         )
 
     def encoder(self) -> Encoder:

@@ -1,7 +1,7 @@
 """Decide, per raw file, between "parsed and trusted" and "quarantined with a reason".
 
-Pure: it takes the parse function as an argument, so tests can inject faults and the
-Dagster asset stays a thin loop around it.
+Pure: parsing takes the parse function as an argument (tests inject faults), and the
+decision takes the parse outcome (which may come from the parse cache).
 """
 
 from __future__ import annotations
@@ -27,22 +27,33 @@ class QuarantineRecord:
 
 
 ParseFn = Callable[[Path], ParsedDocument]
+Outcome = ParsedDocument | UnreadableDocument
 
 
-def triage(raw: RawFile, parse: ParseFn, ocr_min_confidence: float) -> ParsedDocument | QuarantineRecord:
+def parse_outcome(path: Path, parse: ParseFn) -> Outcome:
+    """Run a parser; every failure becomes an UnreadableDocument except a broken OCR install."""
+    try:
+        return parse(path)
+    except UnreadableDocument as exc:
+        return exc
+    except OcrEngineError:
+        raise  # a broken install (tesseract missing), not a bad document: fail the run loudly
+    except Exception as exc:  # a parser bug must cost one file, never the run
+        return UnreadableDocument("corrupt", f"{type(exc).__name__}: {exc}")
+
+
+def triage(raw: RawFile, outcome: Outcome | None, ocr_min_confidence: float) -> ParsedDocument | QuarantineRecord:
+    """Trusted parsed document, or quarantine with a reason. `outcome` may be None when the
+    sidecar is invalid (no need to parse a file we will not index)."""
+
     def quarantined(reason: QuarantineReason, detail: str, conf: float | None = None) -> QuarantineRecord:
         return QuarantineRecord(raw.doc_id, raw.source, raw.sha256, raw.size, reason, detail, conf)
 
     if raw.metadata_error:
         return quarantined("invalid_metadata", raw.metadata_error)
-    try:
-        parsed = parse(raw.path)
-    except UnreadableDocument as exc:
-        return quarantined(exc.reason, exc.detail)
-    except OcrEngineError:
-        raise  # a broken install (tesseract missing), not a bad document: fail the run loudly
-    except Exception as exc:  # a parser bug must cost one file, never the run
-        return quarantined("corrupt", f"{type(exc).__name__}: {exc}")
+    if isinstance(outcome, UnreadableDocument):
+        return quarantined(outcome.reason, outcome.detail)
+    parsed = outcome
     if not parsed.text.strip():
         return quarantined("no_text", "the file parsed but contains no text")
     if parsed.ocr_used and (parsed.ocr_confidence or 0.0) < ocr_min_confidence:

@@ -5,7 +5,7 @@ principal may not see is never a candidate — it is not hidden after ranking.
 
 Visibility rule: status is ``published`` AND the chunk's security level is at or below the
 principal's clearance AND (the chunk's access groups share a group with the principal OR the
-principal owns the document).
+document belongs to one of the principal's departments OR the principal owns the document).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ class Principal:
     user: str = ""
     groups: tuple[str, ...] = ("all-staff",)
     clearance: str = "internal"
+    departments: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.clearance not in SECURITY_LEVELS:
@@ -45,6 +46,8 @@ def search_filter(principal: Principal | None = None, extra: str | None = None) 
     access = []
     if principal.groups:
         access.append(f"array_has_any(access_groups, {_in_list(principal.groups)})")
+    if principal.departments:
+        access.append("department IN (" + ", ".join(_quote(d) for d in principal.departments) + ")")
     if principal.user:
         access.append(f"owner = {_quote(principal.user)}")
     clauses = [

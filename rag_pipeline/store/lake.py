@@ -15,12 +15,10 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-os.environ.setdefault("LANCE_LOG", "error")  # lance's Rust logger warns on every table creation
-
-import lancedb  # noqa: E402
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-from lancedb.index import FTS  # noqa: E402
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS
 
 from rag_pipeline.store import schema as s
 
@@ -55,45 +53,52 @@ class Lake:
 
     def cached_vectors(self, model_key: str, fingerprints: list[str]) -> dict[str, np.ndarray]:
         """Vectors already computed for these fingerprints by this exact model."""
-        if s.EMBEDDING_CACHE not in self._tables() or not fingerprints:
+        found = self._lookup(s.embedding_cache_table(model_key), fingerprints, ["cache_key", "vector"])
+        if found.num_rows == 0:
             return {}
-        dataset = self.db.open_table(s.EMBEDDING_CACHE).to_lance()
-        found: dict[str, np.ndarray] = {}
-        unique = sorted(set(fingerprints))
-        for start in range(0, len(unique), 1000):
-            keys = ", ".join(f"'{model_key}:{fp}'" for fp in unique[start : start + 1000])
-            batch = dataset.to_table(columns=["fingerprint", "vector"], filter=f"cache_key IN ({keys})")
-            vectors = batch.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            vectors = vectors.reshape(batch.num_rows, -1).astype(np.float32)
-            found.update(zip(batch.column("fingerprint").to_pylist(), vectors))
-        return found
+        vectors = found.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        vectors = vectors.reshape(found.num_rows, -1).astype(np.float32)
+        return dict(zip(found.column("cache_key").to_pylist(), vectors))
 
     def add_to_cache(self, model_key: str, vectors: dict[str, np.ndarray]) -> None:
         if not vectors:
             return
         dimension = len(next(iter(vectors.values())))
-        schema = s.embedding_cache_schema(dimension)
         fps = list(vectors)
         table = pa.table(
-            {
-                "cache_key": [f"{model_key}:{fp}" for fp in fps],
-                "model_key": [model_key] * len(fps),
-                "fingerprint": fps,
-                "vector": [np.asarray(vectors[fp], dtype=np.float32) for fp in fps],
-            },
-            schema=schema,
+            {"cache_key": fps, "vector": [np.asarray(vectors[fp], dtype=np.float32) for fp in fps]},
+            schema=s.embedding_cache_schema(dimension),
         )
-        if s.EMBEDDING_CACHE not in self._tables():
-            self.db.create_table(s.EMBEDDING_CACHE, data=table, schema=schema)
-            return
-        (
-            self.db.open_table(s.EMBEDDING_CACHE)
-            .merge_insert("cache_key")
-            .when_not_matched_insert_all()
-            .execute(table)
-        )
+        self._insert_new(s.embedding_cache_table(model_key), table)
 
-    # --- publication -----------------------------------------------------------------------
+    def cached_parses(self, keys: list[str]) -> dict[str, str]:
+        """Parse outcomes (JSON) already computed for these file-content keys."""
+        found = self._lookup(s.PARSE_CACHE, keys, ["cache_key", "outcome"])
+        return dict(zip(found.column("cache_key").to_pylist(), found.column("outcome").to_pylist()))
+
+    def add_parses(self, outcomes: dict[str, str]) -> None:
+        if outcomes:
+            table = pa.table({"cache_key": list(outcomes), "outcome": list(outcomes.values())}, schema=s.parse_cache_schema())
+            self._insert_new(s.PARSE_CACHE, table)
+
+    def _lookup(self, name: str, keys: list[str], columns: list[str]) -> pa.Table:
+        """Rows of a content-addressed cache table whose cache_key is among keys."""
+        if name not in self._tables() or not keys:
+            return pa.table({c: [] for c in columns})
+        dataset = self.db.open_table(name).to_lance()
+        unique = sorted(set(keys))
+        parts = []
+        for start in range(0, len(unique), 1000):
+            quoted = ", ".join("'" + k.replace("'", "''") + "'" for k in unique[start : start + 1000])
+            parts.append(dataset.to_table(columns=columns, filter=f"cache_key IN ({quoted})"))
+        return pa.concat_tables(parts)
+
+    def _insert_new(self, name: str, table: pa.Table) -> None:
+        """Insert rows whose cache_key is new; an existing key is never rewritten (content-addressed)."""
+        if name not in self._tables():
+            self.db.create_table(name, data=table, schema=table.schema)
+            return
+        self.db.open_table(name).merge_insert("cache_key").when_not_matched_insert_all().execute(table)
 
     def stage(
         self,

@@ -126,3 +126,23 @@ def fingerprint_diff(current: Iterable[str], previous: Iterable[str]) -> dict[st
     """Counts of chunk fingerprints that are new, unchanged or gone since the last index."""
     cur, prev = set(current), set(previous)
     return {"new": len(cur - prev), "same": len(cur & prev), "gone": len(prev - cur)}
+
+
+_COMPARED = ("sha256", "title", "status", "security_level", "department", "access_groups", "owner")
+
+
+def document_changes(previous: pa.Table | None, current: pa.Table) -> dict[str, int]:
+    """Documents added, updated (content or metadata), unchanged and deleted since the served index."""
+    def keyed(table):
+        if table is None or table.num_rows == 0:
+            return {}
+        return {r["doc_id"]: tuple(str(r[c]) for c in _COMPARED) for r in table.select(["doc_id", *_COMPARED]).to_pylist()}
+
+    before, after = keyed(previous), keyed(current)
+    common = before.keys() & after.keys()
+    return {
+        "added": len(after.keys() - before.keys()),
+        "updated": sum(1 for d in common if before[d] != after[d]),
+        "unchanged": sum(1 for d in common if before[d] == after[d]),
+        "deleted": len(before.keys() - after.keys()),
+    }

@@ -7,7 +7,7 @@ import pyarrow as pa
 DOCUMENTS = "documents"
 CHUNKS = "chunks"
 QUARANTINE = "quarantine"
-EMBEDDING_CACHE = "embedding_cache"
+PARSE_CACHE = "parse_cache"
 SEARCH_TEXT_COLUMN = "search_text"
 
 _ACL_FIELDS = [
@@ -76,12 +76,24 @@ def quarantine_schema() -> pa.Schema:
     )
 
 
+def embedding_cache_table(model_key: str) -> str:
+    """One cache table per model identity: vectors of two models never mix, even by accident."""
+    return f"embedding_cache_{model_key}"
+
+
 def embedding_cache_schema(dimension: int) -> pa.Schema:
     return pa.schema(
         [
-            pa.field("cache_key", pa.string(), nullable=False),  # model_key:fingerprint
-            pa.field("model_key", pa.string()),
-            pa.field("fingerprint", pa.string()),
+            pa.field("cache_key", pa.string(), nullable=False),  # chunk text fingerprint
             pa.field("vector", pa.list_(pa.float32(), dimension)),
+        ]
+    )
+
+
+def parse_cache_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("cache_key", pa.string(), nullable=False),  # see ingest.serialize.parse_cache_key
+            pa.field("outcome", pa.string()),  # JSON: a ParsedDocument or an unreadable reason
         ]
     )

@@ -1,0 +1,35 @@
+"""Parse outcomes as JSON, so unchanged files are never parsed (or OCR'd) twice.
+
+The cache key is the file's sha256 plus everything that changes what a parser returns
+(the cache version and the OCR languages). Triage — the quarantine decision — runs again
+on every run from the cached result, so changing the OCR threshold needs no re-OCR.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+
+from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
+
+PARSE_CACHE_VERSION = 1  # bump when a parser changes its output for the same bytes
+
+
+def parse_cache_key(sha256: str, ocr_lang: str) -> str:
+    return hashlib.sha256(f"v{PARSE_CACHE_VERSION}\0{ocr_lang}\0{sha256}".encode()).hexdigest()
+
+
+def outcome_to_json(outcome: ParsedDocument | UnreadableDocument) -> str:
+    if isinstance(outcome, UnreadableDocument):
+        return json.dumps({"unreadable": {"reason": outcome.reason, "detail": outcome.detail}}, ensure_ascii=False)
+    return json.dumps({"parsed": asdict(outcome)}, ensure_ascii=False)
+
+
+def outcome_from_json(text: str) -> ParsedDocument | UnreadableDocument:
+    data = json.loads(text)
+    if "unreadable" in data:
+        return UnreadableDocument(data["unreadable"]["reason"], data["unreadable"]["detail"])
+    parsed = dict(data["parsed"])
+    parsed["blocks"] = [TextBlock(**{**b, "heading_path": tuple(b["heading_path"])}) for b in parsed["blocks"]]
+    return ParsedDocument(**parsed)

@@ -1,0 +1,184 @@
+"""Incremental re-indexing, lifecycle, safe deletion and generations, on real Dagster runs."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from rag_pipeline.embedding.encoder import ModelMismatchError
+from rag_pipeline.query import RagIndex
+from rag_pipeline.store import schema as s
+from rag_pipeline.store.lake import Lake
+from rag_pipeline_tests.conftest import SAMPLE
+from rag_pipeline_tests.indexing import run_index
+
+pytestmark = pytest.mark.slow
+HANDBOOK = "handbook/employee_handbook_en.md"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """The sample corpus indexed once; each test works on its own copy of raw folder and lake."""
+    root = tmp_path_factory.mktemp("base")
+    shutil.copytree(SAMPLE, root / "raw")
+    report = run_index(root / "raw", root / "lake")
+    assert report["success"], report
+    return root
+
+
+@pytest.fixture
+def work(base, tmp_path):
+    shutil.copytree(base / "raw", tmp_path / "raw")
+    shutil.copytree(base / "lake", tmp_path / "lake")
+    return tmp_path
+
+
+def _documents(lake):
+    return {d["source"]: d for d in Lake(lake).published_arrow(s.DOCUMENTS).to_pylist()}
+
+
+def test_unchanged_corpus_parses_nothing_and_embeds_nothing(work):
+    report = run_index(work / "raw", work / "lake")
+    assert report["success"]
+    assert report["parsed_documents"]["parsed_now"] == 0
+    assert report["embeddings"]["embedded"] == 0
+    stats = report["lancedb_index"]
+    assert (stats["added"], stats["updated"], stats["deleted"]) == (0, 0, 0)
+    assert stats["unchanged"] == 13
+
+
+def test_paragraph_inserted_at_the_top_embeds_only_new_chunks(work):
+    path = work / "raw" / HANDBOOK
+    chunks_before = _documents(work / "lake")[HANDBOOK]["n_chunks"]
+    text = path.read_text(encoding="utf-8")
+    first_heading_end = text.index("\n") + 1
+    path.write_text(
+        text[:first_heading_end] + "\nThis handbook was reviewed by the works council in 2026.\n" + text[first_heading_end:],
+        encoding="utf-8",
+    )
+    report = run_index(work / "raw", work / "lake")
+    assert report["parsed_documents"]["parsed_now"] == 1
+    assert chunks_before >= 4
+    assert 1 <= report["embeddings"]["embedded"] <= 2  # the chunk holding the new paragraph, not the shifted rest
+    doc = _documents(work / "lake")[HANDBOOK]
+    assert doc["version"] == 2  # a content change bumps the document version
+
+
+def test_renamed_file_embeds_nothing(work):
+    (work / "raw" / "handbook" / "faq.txt").write_bytes((work / "raw" / "handbook" / "notes.txt").read_bytes())
+    (work / "raw" / "handbook" / "notes.txt").unlink()
+    report = run_index(work / "raw", work / "lake")
+    assert report["embeddings"]["embedded"] == 0
+    assert report["parsed_documents"]["parsed_now"] == 0  # same bytes: the parse cache answers
+    assert (report["lancedb_index"]["added"], report["lancedb_index"]["deleted"]) == (1, 1)
+    assert "handbook/faq.txt" in _documents(work / "lake") and "handbook/notes.txt" not in _documents(work / "lake")
+
+
+def test_withdrawal_is_metadata_only_and_hides_the_document_in_every_mode(work):
+    question = "How many days of paid annual leave does a full-time employee get?"
+    before = RagIndex.open(work / "lake").search(question, k=50)
+    assert HANDBOOK in {h.source for h in before}
+    sidecar = work / "raw" / (HANDBOOK + ".meta.json")
+    sidecar.write_text(sidecar.read_text(encoding="utf-8").replace('"published"', '"withdrawn"'), encoding="utf-8")
+    report = run_index(work / "raw", work / "lake")
+    assert report["embeddings"]["embedded"] == 0 and report["parsed_documents"]["parsed_now"] == 0
+    assert report["lancedb_index"]["updated"] == 1
+    index = RagIndex.open(work / "lake")
+    for mode in ("hybrid", "vector", "keyword"):
+        assert HANDBOOK not in {h.source for h in index.search(question, mode=mode, k=50)}
+    assert _documents(work / "lake")[HANDBOOK]["version"] == 1  # metadata changes keep the version
+
+
+def test_deleted_file_leaves_the_index(work):
+    (work / "raw" / "handbook" / "notes.txt").unlink()
+    report = run_index(work / "raw", work / "lake")
+    assert report["success"] and report["lancedb_index"]["deleted"] == 1
+    chunks = Lake(work / "lake").published_arrow(s.CHUNKS).column("source").to_pylist()
+    assert "handbook/notes.txt" not in chunks
+
+
+def test_a_scan_that_sees_too_few_files_deletes_nothing(work):
+    served = Lake(work / "lake").read_manifest()
+    shutil.rmtree(work / "raw" / "products")
+    shutil.rmtree(work / "raw" / "handbook")
+    shutil.rmtree(work / "raw" / "it")
+    report = run_index(work / "raw", work / "lake")
+    assert not report["success"] and report["checks"]["scan_is_not_truncated"] is False
+    assert "lancedb_index" not in report  # the blocking check stopped everything downstream
+    assert Lake(work / "lake").read_manifest()["generation"] == served["generation"]
+    assert RagIndex.open(work / "lake").search("E-45", k=3)[0].source == "products/x2000_datasheet.pdf"
+    allowed = run_index(work / "raw", work / "lake", allow_mass_deletion=True)
+    assert allowed["success"] and allowed["lancedb_index"]["deleted"] == 10  # 4 products + 4 handbook + 2 it
+
+
+def test_promote_and_rollback_switch_what_queries_read(work):
+    lake = Lake(work / "lake")
+    (work / "raw" / "products" / "x2000_datasheet.pdf").unlink()
+    run_index(work / "raw", work / "lake")
+    new, old = lake.read_manifest()["generation"], lake.list_generations()[0]["generation"]
+    assert new == old + 1
+
+    def top_source():
+        return RagIndex.open(work / "lake").search("E-45 lidar", mode="keyword", k=1)[0].source
+
+    assert top_source() != "products/x2000_datasheet.pdf"
+    lake.rollback()
+    assert lake.read_manifest()["generation"] == old and top_source() == "products/x2000_datasheet.pdf"
+    lake.promote(new)
+    assert top_source() != "products/x2000_datasheet.pdf"
+
+
+def test_opening_an_index_with_another_model_is_refused(work):
+    lake = Lake(work / "lake")
+    manifest = lake.read_manifest()
+    manifest["model"] = {**manifest["model"], "name": "some-other-model", "key": "0123456789abcdef"}
+    lake._write_json(work / "lake" / "index_manifest.json", manifest)  # injected fault: a foreign index
+    with pytest.raises(ModelMismatchError, match="some-other-model.*multilingual-e5-small"):
+        RagIndex.open(work / "lake")
+
+
+def test_a_run_killed_during_embedding_loses_nothing(work):
+    """SIGKILL a real `rag index` process in the embedding step, query in between, re-run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    served = Lake(work / "lake").read_manifest()
+    extra = work / "raw" / "extra"
+    extra.mkdir()
+    for i in range(24):  # enough new text that embedding takes a while
+        (extra / f"memo_{i:02d}.md").write_text(
+            f"# Memo {i}\n\n" + " ".join(f"Item {i}-{j}: the {j}th rule of memo {i} about topic {i * j}." for j in range(40)),
+            encoding="utf-8",
+        )
+    env = {**os.environ, "DAGSTER_HOME": str(work / "home")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(work / "raw"), "--lake", str(work / "lake"), "-v"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    try:
+        for line in proc.stdout:
+            if "embeddings - STEP_START" in line:
+                break
+        else:
+            pytest.fail("the run ended before the embedding step started")
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    lake = Lake(work / "lake")
+    assert lake.read_manifest()["generation"] == served["generation"]  # readers keep the last good one
+    assert RagIndex.open(work / "lake").search("E-45", k=1)[0].source == "products/x2000_datasheet.pdf"
+
+    report = run_index(work / "raw", work / "lake")
+    assert report["success"] and all(report["checks"].values())
+    chunks = lake.published_arrow(s.CHUNKS).to_pylist()
+    assert len({c["chunk_id"] for c in chunks}) == len(chunks)
+    assert len(_documents(work / "lake")) == 13 + 24
+    assert report["lancedb_index"]["added"] == 24
