@@ -131,9 +131,42 @@ def cmd_search(args) -> int:
 
 def cmd_status(args) -> int:
     from rag_pipeline.store.lake import Lake
+    from rag_pipeline.store.summary import index_status
 
-    manifest = Lake(Path(args.lake)).read_manifest()
-    _print(manifest, args.json, lambda m: json.dumps(m, indent=2, ensure_ascii=False))
+    def fmt(st):
+        lines = [
+            f"lake              {st['lake']}",
+            f"serving           generation {st['served_generation']} (latest {st['latest_generation']}), "
+            f"promoted {st['promoted_at']}, run {st['run_id']}",
+            f"model             {st['model']['name']} ({st['model']['dimension']}-d, key {st['model']['key']})",
+            f"documents         {_counts(st['documents_by_status'])}",
+            f"formats           {_counts(st['documents_by_format'])}",
+            f"chunks            {st['chunks']}",
+            f"quarantined       {_counts(st['quarantine_by_reason']) or 'none'}",
+            f"last run          {_counts(st['last_run_changes'])}",
+        ]
+        return "\n".join(lines)
+
+    _print(index_status(Lake(Path(args.lake))), args.json, fmt)
+    return 0
+
+
+def _counts(counts: dict) -> str:
+    return ", ".join(f"{v} {k}" for k, v in counts.items())
+
+
+def cmd_quarantine(args) -> int:
+    from rag_pipeline.store.lake import Lake
+    from rag_pipeline.store.summary import quarantine_rows
+
+    rows = quarantine_rows(Lake(Path(args.lake)))
+
+    def fmt(data):
+        if not data:
+            return "quarantine is empty"
+        return "\n".join(f"{r['reason']:<20} {r['source']}\n{'':<20} {r['detail']}" for r in data)
+
+    _print(rows, args.json, fmt)
     return 0
 
 
@@ -219,7 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     lake_arg(p)
     p.set_defaults(func=cmd_generations)
 
-    p = sub.add_parser("status", help="summarize the published index")
+    p = sub.add_parser("quarantine", help="list files kept out of the index, with reasons")
+    p.add_argument("action", choices=["list"], nargs="?", default="list")
+    lake_arg(p)
+    p.set_defaults(func=cmd_quarantine)
+
+    p = sub.add_parser("status", help="summarize the served index: documents, chunks, quarantine, model, generation")
     lake_arg(p)
     p.set_defaults(func=cmd_status)
 

@@ -141,3 +141,15 @@ def test_cli_json_contract(indexed_sample, capsys):
 def test_cli_reports_a_missing_lake_without_a_traceback(tmp_path, capsys):
     assert cli.main(["ask", "anything", "--lake", str(tmp_path / "nowhere")]) == 2
     assert "rag index" in capsys.readouterr().err
+
+
+def test_cli_status_and_quarantine_summarize_the_served_index(indexed_sample, capsys):
+    lake = str(indexed_sample["lake"])
+    assert cli.main(["status", "--lake", lake, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["documents_by_status"] == {"published": 12, "withdrawn": 1}
+    assert status["model"]["name"] == "multilingual-e5-small"
+    assert status["served_generation"] == status["latest_generation"] == 1
+    assert status["quarantine_by_reason"] == {}
+    assert cli.main(["quarantine", "list", "--lake", lake, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
