@@ -16,6 +16,10 @@ if command -v tesseract >/dev/null; then
 else
   need_apt+=(tesseract-ocr-eng tesseract-ocr-chi-sim)
 fi
+# The browser test of the Dagster UI needs Chromium; only the test command asks for it.
+if [ "${RAG_INSTALL_TEST_TOOLS:-0}" = 1 ] && ! command -v chromium >/dev/null; then
+  need_apt+=(chromium)
+fi
 if ((${#need_apt[@]})); then
   echo "==> installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

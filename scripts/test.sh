@@ -2,5 +2,5 @@
 # The test command: install (idempotent), then run the whole suite on real components.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh
+RAG_INSTALL_TEST_TOOLS=1 bash scripts/install.sh
 exec .venv/bin/python -m pytest "$@"
