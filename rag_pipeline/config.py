@@ -51,6 +51,12 @@ class Settings:
         default_factory=lambda: float(os.environ.get("RAG_OCR_MIN_CONFIDENCE", "60"))
     )
     max_file_bytes: int = 100 * 1024 * 1024
+    # Files are parsed in this many worker processes (RAG_PARSE_WORKERS; 0 or unset = one per CPU),
+    # each file killed and quarantined as `timeout` after parse_timeout_s seconds (RAG_PARSE_TIMEOUT_S).
+    parse_workers: int = field(
+        default_factory=lambda: int(os.environ.get("RAG_PARSE_WORKERS") or 0) or os.cpu_count() or 1
+    )
+    parse_timeout_s: float = field(default_factory=lambda: float(os.environ.get("RAG_PARSE_TIMEOUT_S") or 120))
     max_deletion_fraction: float = 0.5  # a scan missing more than this share of known files stops the run
     allow_mass_deletion: bool = False
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)

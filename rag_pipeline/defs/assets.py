@@ -5,6 +5,7 @@ raw_documents → parsed_documents (+ quarantine) → chunks → chunk_fingerpri
 """
 
 
+import sys
 import time
 from collections import Counter
 
@@ -16,7 +17,8 @@ from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import RawFile, scan_raw_folder
 from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key
-from rag_pipeline.ingest.triage import QuarantineRecord, parse_outcome, triage
+from rag_pipeline.ingest.pool import is_transient, parse_many
+from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
 from rag_pipeline.store import rows
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake, utc_now
@@ -64,28 +66,36 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource) -
     },
 )
 def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, raw_documents: list[RawFile]):
-    """Parse every raw file; anything unreadable or low-confidence goes to quarantine instead."""
-    from rag_pipeline.ingest.parsers import parse_file
+    """Parse every raw file; anything unreadable or low-confidence goes to quarantine instead.
 
+    Files missing from the parse cache are parsed in parallel worker processes, each killed
+    after parse_timeout_s (quarantined as `timeout`, never cached, so a later run retries).
+    """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     keys = {raw.doc_id: parse_cache_key(raw.sha256, settings.ocr_lang) for raw in raw_documents}
     cached = lake.cached_parses(list(keys.values()))
     parsed: dict[str, ParsedDocument] = {}
     quarantined: list[QuarantineRecord] = []
-    fresh: dict[str, str] = {}
     started = time.perf_counter()
+    # One parse per distinct content: identical files share a cache key.
+    to_parse = {keys[r.doc_id]: r.path for r in raw_documents if not r.metadata_error and keys[r.doc_id] not in cached}
+    outcomes = parse_many(
+        to_parse,
+        ocr_lang=settings.ocr_lang,
+        max_bytes=settings.max_file_bytes,
+        workers=settings.parse_workers,
+        timeout_s=settings.parse_timeout_s,
+    )
+    fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
     for raw in raw_documents:
         key = keys[raw.doc_id]
         if raw.metadata_error:
             outcome = None
-        elif key in cached:
-            outcome = outcome_from_json(cached[key])
+        elif key in outcomes:
+            outcome = outcomes[key]
         else:
-            outcome = parse_outcome(
-                raw.path, lambda p: parse_file(p, ocr_lang=settings.ocr_lang, max_bytes=settings.max_file_bytes)
-            )
-            fresh[key] = outcome_to_json(outcome)
+            outcome = outcome_from_json(cached[key])
         result = triage(raw, outcome, settings.ocr_min_confidence)
         if isinstance(result, QuarantineRecord):
             context.log.warning(f"quarantined {raw.source}: {result.reason} ({result.detail})")
@@ -104,9 +114,11 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
             "ocr_documents": len(ocr),
             "ocr_confidence_min": float(min(ocr)) if ocr else None,
             "ocr_confidence_mean": float(np.mean(ocr)) if ocr else None,
-            "parsed_now": len(fresh),
+            "parsed_now": len(outcomes),
             "reused_from_parse_cache": sum(1 for raw in raw_documents if keys[raw.doc_id] in cached),
             "parse_seconds": round(time.perf_counter() - started, 2),
+            "parse_workers": min(settings.parse_workers, len(to_parse)) if to_parse else 0,
+            "released_from_quarantine": sorted(r.source for r in raw_documents if r.doc_id in parsed and was_released(parsed[r.doc_id])),
         },
     )
     yield dg.Output(
@@ -173,7 +185,8 @@ def embeddings(
     vectors = lake.cached_vectors(key, list(text_by_fp))
     missing = [fp for fp in text_by_fp if fp not in vectors]
     started = time.perf_counter()
-    fresh = dict(zip(missing, encoder.encode_passages([text_by_fp[fp] for fp in missing])))
+    texts = [text_by_fp[fp] for fp in missing]
+    fresh = dict(zip(missing, encoder.encode_passages(texts, show_progress=sys.stderr.isatty())))
     seconds = time.perf_counter() - started
     lake.add_to_cache(key, fresh)
     vectors.update(fresh)

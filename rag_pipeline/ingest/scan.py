@@ -27,6 +27,7 @@ class DocumentMetadata:
     access_groups: tuple[str, ...] = ("all-staff",)
     owner: str = ""
     language: str | None = None
+    quarantine_release: bool = False  # operator accepts an ocr_low_confidence / no_text file (ingest/release.py)
 
 
 @dataclass(frozen=True)

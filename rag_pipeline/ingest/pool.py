@@ -1,0 +1,161 @@
+"""Parse many files at once, each in a worker process with a hard time limit.
+
+One file must never cost the run: a parser that hangs (a pathological PDF, a tesseract
+that never returns) is killed when it passes ``timeout_s`` and its file is quarantined as
+``timeout``; a worker that dies (segfault in a C library, the kernel's OOM killer) costs
+its one file, quarantined as ``corrupt``. :class:`OcrEngineError` (tesseract or poppler
+missing) is not a property of a file and still fails the run.
+
+Workers come from a pebble ``ProcessPool``: on a timeout pebble SIGTERMs the worker (and
+SIGKILLs it if that is not enough). Each worker leads its own process group, and turns
+SIGTERM into a SIGKILL of that whole group, so the tesseract and pdftoppm children it
+started die with it instead of burning CPU for minutes after the file was given up.
+
+Pure: the caller passes paths and limits and gets outcomes back; nothing is cached here.
+Outcomes of :func:`is_transient` failures (timeouts, dead workers) should not be cached:
+a later run with a larger limit, or on a quieter machine, should try again.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+from pebble import ProcessExpired, ProcessPool
+
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.ocr import OcrEngineError
+
+Outcome = ParsedDocument | UnreadableDocument
+ParseFn = Callable[[Path], ParsedDocument]
+
+# Worker processes are forked from a clean server process (not from the caller, which may
+# hold torch/OpenMP and Dagster threads) that has the parsers imported once.
+_PRELOAD = ["rag_pipeline.ingest.parsers"]
+
+
+class TransientFailure(UnreadableDocument):
+    """A quarantine that says nothing about the file's bytes (it ran out of time, or its
+    worker died): quarantined for this run, never cached."""
+
+
+def is_transient(outcome: Outcome) -> bool:
+    return isinstance(outcome, TransientFailure) or (
+        isinstance(outcome, UnreadableDocument) and outcome.reason == "timeout"
+    )
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def ocr_threads_per_worker(workers: int) -> int:
+    """Pages of one scanned PDF OCR'd at once inside a worker: the CPUs left per worker
+    (1 when there is a worker per CPU), so the pool never runs more tesseracts than CPUs."""
+    return max(1, min(4, (os.cpu_count() or 1) // max(1, workers)))
+
+
+def _init_worker(ocr_threads: int) -> None:
+    from rag_pipeline.ingest import pdf
+
+    pdf.OCR_WORKERS = ocr_threads
+    os.setpgrp()  # children (tesseract, pdftoppm) join this group: one kill stops them all
+
+    def _kill_group(signum, frame):  # noqa: ARG001
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, _kill_group)
+
+
+def _parse_in_worker(path: Path, parse: ParseFn) -> tuple:
+    """Runs in the worker. Returns a picklable tuple: UnreadableDocument does not survive
+    pickling (its constructor takes two arguments), and a ParsedDocument is plain data."""
+    try:
+        return ("parsed", parse(path))
+    except UnreadableDocument as exc:
+        return ("unreadable", exc.reason, exc.detail)
+    except OcrEngineError:
+        raise  # travels back pickled and is re-raised by the caller
+    except MemoryError as exc:
+        return ("unreadable", "too_large", f"out of memory while parsing: {exc}")
+    except Exception as exc:  # a parser bug costs one file, never the run
+        return ("unreadable", "corrupt", f"{type(exc).__name__}: {exc}"[:500])
+
+
+def _from_wire(message: tuple) -> Outcome:
+    if message[0] == "parsed":
+        return message[1]
+    return UnreadableDocument(message[1], message[2])
+
+
+def _timeout_outcome(timeout_s: float) -> TransientFailure:
+    return TransientFailure(
+        "timeout",
+        f"parsing did not finish within the {timeout_s:g} s limit and was stopped; raise "
+        f"parse_timeout_s (RAG_PARSE_TIMEOUT_S) or split the file, then re-run",
+    )
+
+
+def _expired_outcome(exc: ProcessExpired) -> TransientFailure:
+    code = exc.exitcode
+    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+    return TransientFailure(
+        "corrupt",
+        f"the parser process died ({how}), e.g. out of memory or a crash in a native "
+        f"library; re-run to retry, or fix/convert the file",
+    )
+
+
+def parse_many(
+    paths: Mapping[str, Path],
+    *,
+    ocr_lang: str,
+    max_bytes: int,
+    workers: int | None = None,
+    timeout_s: float | None = 120.0,
+    parse: ParseFn | None = None,
+) -> dict[str, Outcome]:
+    """Parse every ``key -> path`` in worker processes; return ``key -> outcome``.
+
+    ``workers`` processes (default: one per CPU, never more than there are files) each
+    parse one file at a time; a file still running after ``timeout_s`` seconds of its own
+    time (queueing does not count) is killed and becomes a ``timeout`` outcome (``None``:
+    no limit). ``parse`` replaces :func:`parse_file` (a test seam; it must be picklable,
+    i.e. a module-level function or a partial of one). Raises :class:`OcrEngineError` if
+    any file hits it, after stopping the pool.
+    """
+    if not paths:
+        return {}
+    from rag_pipeline.ingest.parsers import parse_file
+
+    if parse is None:
+        parse = functools.partial(parse_file, ocr_lang=ocr_lang, max_bytes=max_bytes)
+    n = max(1, min(workers or default_workers(), len(paths)))
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    outcomes: dict[str, Outcome] = {}
+    pool = ProcessPool(
+        max_workers=n, initializer=_init_worker, initargs=(ocr_threads_per_worker(n),), context=context
+    )
+    try:
+        futures = {key: pool.schedule(_parse_in_worker, args=(Path(path), parse), timeout=timeout_s)
+                   for key, path in paths.items()}
+        for key, future in futures.items():
+            try:
+                outcomes[key] = _from_wire(future.result())
+            except FutureTimeout:
+                outcomes[key] = _timeout_outcome(timeout_s or 0)
+            except ProcessExpired as exc:
+                outcomes[key] = _expired_outcome(exc)
+    except BaseException:
+        pool.stop()  # SIGTERMs busy workers: their process groups die with them
+        pool.join()
+        raise
+    pool.close()
+    pool.join()
+    return outcomes
