@@ -241,7 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("search", help="show ranked passages with per-arm ranks")
     p.add_argument("query")
     principal_args(p)
-    p.add_argument("--mode", choices=["hybrid", "vector", "keyword"], default="hybrid")
+    p.add_argument(
+        "--mode", choices=["hybrid", "hybrid-rrf", "vector", "keyword"], default="hybrid",
+        help="hybrid: query-aware fusion (default); hybrid-rrf: plain RRF",
+    )
     p.add_argument("-k", type=int, default=10, help="hits to return (default 10)")
     lake_arg(p)
     p.set_defaults(func=cmd_search)

@@ -19,12 +19,14 @@ from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, load_encoder
 from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, refusal_reason, select_sentences
 from rag_pipeline.query.filters import SERVED_STATUS, Principal, search_filter
-from rag_pipeline.query.fusion import rrf
+from rag_pipeline.query.fusion import coverage_weight, rrf
 from rag_pipeline.query.retrieve import dense_arm, keyword_arm, lexical_coverage
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 
-MODES = ("hybrid", "vector", "keyword")
+MODES = ("hybrid", "hybrid-rrf", "vector", "keyword")  # hybrid = query-aware fusion; hybrid-rrf = plain RRF
+RRF_K = 60
+KEYWORD_FULL_TRUST_COVERAGE = 0.5  # a keyword hit covering this share of the query's idf mass gets full say
 BACKGROUND_SAMPLE = 512
 
 
@@ -42,6 +44,7 @@ class Hit:
     dense_score: float | None
     keyword_rank: int | None
     keyword_score: float | None
+    keyword_weight: float | None  # the keyword arm's say for this hit (query-aware fusion)
 
 
 class SearchResult(list):
@@ -105,15 +108,26 @@ class RagIndex:
         query_vec = self.encoder.encode_query(query)
         rows: dict[str, dict] = {}
         rankings: dict[str, list[tuple[str, float]]] = {}
-        if mode in ("hybrid", "vector"):
+        hybrid = mode.startswith("hybrid")
+        if hybrid or mode == "vector":
             dense = dense_arm(self.chunks, query_vec, predicate, depth)
             rankings["dense"] = [(r["chunk_id"], r["score"]) for r in dense]
             rows.update((r["chunk_id"], r) for r in dense)
-        if mode in ("hybrid", "keyword"):
+        if hybrid or mode == "keyword":
             keyword = keyword_arm(self.chunks, query, predicate, depth)
             rankings["keyword"] = [(r["chunk_id"], r["score"]) for r in keyword]
             rows.update((r["chunk_id"], r) for r in keyword)
-        fused = rrf(rankings)
+        hit_weights = {}
+        if mode == "hybrid" and "keyword" in rankings:
+            doc_freq, n_docs = self._term_stats()
+            hit_weights["keyword"] = {
+                cid: coverage_weight(
+                    lexical_coverage(query, rows[cid][s.SEARCH_TEXT_COLUMN], doc_freq, n_docs),
+                    KEYWORD_FULL_TRUST_COVERAGE,
+                )
+                for cid, _ in rankings["keyword"]
+            }
+        fused = rrf(rankings, k=RRF_K, hit_weights=hit_weights)
         hits = SearchResult()
         for f in fused[:k]:
             row = rows[f.chunk_id]
@@ -132,6 +146,7 @@ class RagIndex:
                     dense_score=dense_hit.score if dense_hit else None,
                     keyword_rank=keyword_hit.rank if keyword_hit else None,
                     keyword_score=keyword_hit.score if keyword_hit else None,
+                    keyword_weight=keyword_hit.weight if keyword_hit else None,
                 )
             )
         evidence = self._evidence(query, query_vec, rankings, rows, predicate)

@@ -1,7 +1,11 @@
-"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009).
+"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009), optionally query-aware.
 
-score(d) = Σ_arm weight_arm / (k + rank_arm(d)), ranks 1-based. Each fused hit keeps its rank
-and raw score in every arm, so a bad answer can be traced to the arm that produced it.
+score(d) = Σ_arm w_arm · w_arm(d) / (k + rank_arm(d)), ranks 1-based. Plain RRF has every weight
+1. The query-aware default gives a keyword hit a say in proportion to how much of the question it
+actually matched (idf-weighted term coverage): an English question over Chinese passages matches
+almost nothing lexically, so its keyword ranking — noise — barely moves the dense order, while
+two arms that both match reinforce as in plain RRF. Each fused hit keeps its rank, raw score and
+weight in every arm, so a bad answer can be traced to the arm that produced it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 class ArmHit:
     rank: int  # 1-based
     score: float
+    weight: float = 1.0  # the say this arm got for this hit
 
 
 @dataclass
@@ -27,18 +32,30 @@ def rrf(
     *,
     k: int = 60,
     weights: dict[str, float] | None = None,
+    hit_weights: dict[str, dict[str, float]] | None = None,
 ) -> list[FusedHit]:
-    """Fuse per-arm rankings of (chunk_id, raw score), best first, into one ranking."""
+    """Fuse per-arm rankings of (chunk_id, raw score), best first, into one ranking.
+
+    `weights` scale whole arms; `hit_weights[arm][chunk_id]` scales one hit in one arm.
+    """
     if k <= 0:
         raise ValueError("RRF k must be positive")
     weights = weights or {}
+    hit_weights = hit_weights or {}
     fused: dict[str, FusedHit] = {}
     for arm, ranking in rankings.items():
-        weight = weights.get(arm, 1.0)
         for rank, (chunk_id, raw) in enumerate(ranking, start=1):
             hit = fused.setdefault(chunk_id, FusedHit(chunk_id, 0.0))
             if arm in hit.arms:  # a chunk listed twice in one arm counts once, at its best rank
                 continue
-            hit.arms[arm] = ArmHit(rank, raw)
+            weight = weights.get(arm, 1.0) * hit_weights.get(arm, {}).get(chunk_id, 1.0)
+            hit.arms[arm] = ArmHit(rank, raw, weight)
             hit.score += weight / (k + rank)
     return sorted(fused.values(), key=lambda h: (-h.score, h.chunk_id))
+
+
+def coverage_weight(coverage: float, full_trust: float) -> float:
+    """A keyword hit's say: linear in its term coverage, full once it covers `full_trust`."""
+    if full_trust <= 0:
+        return 1.0
+    return max(0.0, min(1.0, coverage / full_trust))
