@@ -204,8 +204,25 @@ def _print(data, as_json: bool, formatter) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str) if as_json else formatter(data))
 
 
+EPILOG = """examples:
+  rag index --raw data/raw                 index a folder (through Dagster's index_job)
+  rag ask "How many days of annual leave?" answer with citations, or refuse
+  rag search "E-45" --mode keyword -k 5    ranked passages with each arm's rank
+  rag status                               what is served: generation, model, counts
+  rag quarantine list                      files kept out, with reasons
+  rag generations rollback                 serve the previous generation again
+
+exit codes: 0 ok, 1 the job or a quality check failed, 2 usage or environment error
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rag", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rag",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def lake_arg(p):
