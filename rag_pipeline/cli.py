@@ -156,10 +156,26 @@ def _counts(counts: dict) -> str:
 
 
 def cmd_quarantine(args) -> int:
+    from rag_pipeline.ingest.release import RELEASABLE_REASONS, release
     from rag_pipeline.store.lake import Lake
     from rag_pipeline.store.summary import quarantine_rows
 
     rows = quarantine_rows(Lake(Path(args.lake)))
+    if args.action == "release":
+        if not args.source:
+            raise UserError("say which file: rag quarantine release SOURCE (a path relative to the raw folder)")
+        row = next((r for r in rows if r["source"] == args.source), None)
+        if row is None:
+            raise UserError(f"{args.source} is not in the quarantine of the served index (see rag quarantine list)")
+        if row["reason"] not in RELEASABLE_REASONS:
+            raise UserError(f"{args.source} is quarantined as {row['reason']}, which a release cannot override; fix the file")
+        try:
+            sidecar = release(Path(args.raw), args.source)
+        except (FileNotFoundError, ValueError) as exc:
+            raise UserError(str(exc)) from exc
+        result = {"released": args.source, "sidecar": str(sidecar), "next": "it is indexed on the next run (rag index)"}
+        _print(result, args.json, lambda d: f"released {d['released']} ({d['sidecar']}); {d['next']}")
+        return 0
 
     def fmt(data):
         if not data:
@@ -272,8 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
     lake_arg(p)
     p.set_defaults(func=cmd_generations)
 
-    p = sub.add_parser("quarantine", help="list files kept out of the index, with reasons")
-    p.add_argument("action", choices=["list"], nargs="?", default="list")
+    p = sub.add_parser("quarantine", help="list files kept out of the index, or release one (low OCR confidence, no text)")
+    p.add_argument("action", choices=["list", "release"], nargs="?", default="list")
+    p.add_argument("source", nargs="?", help="file to release (path relative to the raw folder)")
+    p.add_argument("--raw", default=str(default_raw_dir()), help="documents folder (env RAG_RAW_DIR, default data/raw)")
     lake_arg(p)
     p.set_defaults(func=cmd_quarantine)
 

@@ -153,3 +153,9 @@ def test_cli_status_and_quarantine_summarize_the_served_index(indexed_sample, ca
     assert status["quarantine_by_reason"] == {}
     assert cli.main(["quarantine", "list", "--lake", lake, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+def test_cli_release_refuses_a_file_that_is_not_quarantined(indexed_sample, capsys):
+    args = ["quarantine", "release", "handbook/notes.txt", "--raw", str(indexed_sample["raw"])]
+    assert cli.main([*args, "--lake", str(indexed_sample["lake"])]) == 2
+    assert "not in the quarantine" in capsys.readouterr().err

@@ -20,6 +20,8 @@ class RagSettingsResource(dg.ConfigurableResource):
     ocr_min_confidence: float = Settings().ocr_min_confidence
     max_deletion_fraction: float = Settings().max_deletion_fraction
     allow_mass_deletion: bool = False
+    parse_workers: int = Settings().parse_workers
+    parse_timeout_s: float = Settings().parse_timeout_s
 
     def settings(self) -> Settings:
         return Settings(
@@ -30,6 +32,8 @@ class RagSettingsResource(dg.ConfigurableResource):
             ocr_min_confidence=self.ocr_min_confidence,
             max_deletion_fraction=self.max_deletion_fraction,
             allow_mass_deletion=self.allow_mass_deletion,
+            parse_workers=self.parse_workers,
+            parse_timeout_s=self.parse_timeout_s,
         )
 
     def encoder(self) -> Encoder:

@@ -11,6 +11,11 @@ SIGKILLs it if that is not enough). Each worker leads its own process group, and
 SIGTERM into a SIGKILL of that whole group, so the tesseract and pdftoppm children it
 started die with it instead of burning CPU for minutes after the file was given up.
 
+Workers are started by a "forkserver" (a clean process that imported the parsers once),
+never forked from the caller, which may hold torch/OpenMP and Dagster threads. As with any
+non-fork start method, a script that calls this at import time needs the usual
+``if __name__ == "__main__":`` guard (Dagster, pytest and the ``rag`` command have one).
+
 Pure: the caller passes paths and limits and gets outcomes back; nothing is cached here.
 Outcomes of :func:`is_transient` failures (timeouts, dead workers) should not be cached:
 a later run with a larger limit, or on a quieter machine, should try again.
@@ -34,8 +39,6 @@ from rag_pipeline.ingest.ocr import OcrEngineError
 Outcome = ParsedDocument | UnreadableDocument
 ParseFn = Callable[[Path], ParsedDocument]
 
-# Worker processes are forked from a clean server process (not from the caller, which may
-# hold torch/OpenMP and Dagster threads) that has the parsers imported once.
 _PRELOAD = ["rag_pipeline.ingest.parsers"]
 
 
@@ -119,13 +122,15 @@ def parse_many(
     workers: int | None = None,
     timeout_s: float | None = 120.0,
     parse: ParseFn | None = None,
+    ocr_threads: int | None = None,
 ) -> dict[str, Outcome]:
     """Parse every ``key -> path`` in worker processes; return ``key -> outcome``.
 
     ``workers`` processes (default: one per CPU, never more than there are files) each
     parse one file at a time; a file still running after ``timeout_s`` seconds of its own
     time (queueing does not count) is killed and becomes a ``timeout`` outcome (``None``:
-    no limit). ``parse`` replaces :func:`parse_file` (a test seam; it must be picklable,
+    no limit). ``ocr_threads`` (pages of one scanned PDF OCR'd at once in a worker) defaults
+    to :func:`ocr_threads_per_worker`. ``parse`` replaces :func:`parse_file` (a test seam; it must be picklable,
     i.e. a module-level function or a partial of one). Raises :class:`OcrEngineError` if
     any file hits it, after stopping the pool.
     """
@@ -140,7 +145,7 @@ def parse_many(
     context.set_forkserver_preload(_PRELOAD)
     outcomes: dict[str, Outcome] = {}
     pool = ProcessPool(
-        max_workers=n, initializer=_init_worker, initargs=(ocr_threads_per_worker(n),), context=context
+        max_workers=n, initializer=_init_worker, initargs=(ocr_threads or ocr_threads_per_worker(n),), context=context
     )
     try:
         futures = {key: pool.schedule(_parse_in_worker, args=(Path(path), parse), timeout=timeout_s)

@@ -74,6 +74,8 @@ def parse_sidecar(raw: dict) -> DocumentMetadata:
         raise ValueError(
             f"security_level must be one of {SECURITY_LEVELS}, got {values['security_level']!r}"
         )
+    if not isinstance(values.get("quarantine_release", False), bool):
+        raise ValueError("quarantine_release must be true or false")
     groups = values.get("access_groups", ["all-staff"])
     if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
         raise ValueError("access_groups must be a list of strings")
