@@ -16,7 +16,14 @@ from rag_pipeline.eval.beir import BeirDataset
 from rag_pipeline.eval.build import build_index
 from rag_pipeline.eval.metrics import aggregate, doc_ranking, percentile_ms
 
-MODES = ("hybrid", "vector", "keyword")
+
+
+def all_modes() -> tuple[str, ...]:
+    """Every retrieval mode the product offers (`--mode all`), read from RagIndex itself."""
+    from rag_pipeline.query.api import MODES
+
+    return tuple(MODES)
+
 MIN_DEPTH = 100  # chunks per query: enough for recall@100 in documents on one-chunk corpora
 
 

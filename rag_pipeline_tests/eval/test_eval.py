@@ -84,7 +84,7 @@ def test_smoke_eval_on_tiny_xquad_subset(tmp_path, capsys):
     code = cli.main(["eval", "--dataset", str(data), "--mode", "all", "--json", "--cache-dir", str(cache)])
     assert code == 0
     results = json.loads(capsys.readouterr().out)
-    assert [r["mode"] for r in results] == ["hybrid", "vector", "keyword"]
+    assert [r["mode"] for r in results] == ["hybrid", "hybrid-rrf", "vector", "keyword"]
     for r in results:
         assert RESULT_KEYS <= set(r)
         assert r["split"] == "test" and r["queries"] == 20 and r["documents"] == 30
@@ -102,6 +102,13 @@ def test_smoke_eval_on_tiny_xquad_subset(tmp_path, capsys):
     lake_dir = build_index(load_beir(data), encoder, s, cache, progress=False)
     assert str(lake_dir) == results[0]["lake"]
     assert len(Lake(lake_dir).list_generations()) == 1
+
+
+def test_eval_modes_follow_the_product():
+    from rag_pipeline.eval.cli import MODE_CHOICES
+    from rag_pipeline.query.api import MODES
+
+    assert set(MODE_CHOICES) == set(MODES)
 
 
 def test_golden_file_is_balanced_and_well_formed():
