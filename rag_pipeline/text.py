@@ -35,17 +35,6 @@ ZH_STOPWORDS = frozenset(
 )
 
 
-def is_cjk(ch: str) -> bool:
-    return bool(_CJK_CHAR.match(ch))
-
-
-def cjk_ratio(text: str) -> float:
-    letters = [c for c in text if c.isalnum()]
-    if not letters:
-        return 0.0
-    return sum(1 for c in letters if is_cjk(c)) / len(letters)
-
-
 def normalize(text: str) -> str:
     """NFKC, collapse whitespace, drop spaces between CJK characters (OCR inserts them)."""
     text = unicodedata.normalize("NFKC", text)

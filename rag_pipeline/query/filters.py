@@ -47,7 +47,7 @@ def search_filter(principal: Principal | None = None, extra: str | None = None) 
     if principal.groups:
         access.append(f"array_has_any(access_groups, {_in_list(principal.groups)})")
     if principal.departments:
-        access.append("department IN (" + ", ".join(_quote(d) for d in principal.departments) + ")")
+        access.append(department_filter(principal.departments))
     if principal.user:
         access.append(f"owner = {_quote(principal.user)}")
     clauses = [
@@ -60,5 +60,6 @@ def search_filter(principal: Principal | None = None, extra: str | None = None) 
     return " AND ".join(clauses)
 
 
-def department_filter(departments: list[str]) -> str:
+def department_filter(departments) -> str:
+    """Documents of these departments (also usable as `where=` to narrow a search)."""
     return "department IN (" + ", ".join(_quote(d) for d in departments) + ")"
