@@ -113,14 +113,20 @@ def _format_answer(d: dict) -> str:
 
 
 def cmd_search(args) -> int:
-    hits = _open_index(args.lake).search(args.query, mode=args.mode, k=args.k, principal=_principal(args)).to_dicts()
+    result = _open_index(args.lake).search(
+        args.query, mode=args.mode, k=args.k, principal=_principal(args), rerank=True if args.rerank else None
+    )
+    if result.rerank_status != "off" or args.rerank:
+        print(f"rerank: {result.rerank_status} — {result.rerank_note}", file=sys.stderr)
+    hits = result.to_dicts()
 
     def fmt(rows):
         out = []
         for n, h in enumerate(rows, start=1):
             page = f" p.{h['page']}" if h["page"] else ""
+            reranked = f", rerank #{h['rerank_rank']} (fused #{h['fused_rank']})" if h["rerank_rank"] else ""
             out.append(
-                f"{n:>2}. {h['score']:.4f} {h['source']}{page}  [dense #{h['dense_rank']}, keyword #{h['keyword_rank']}]\n"
+                f"{n:>2}. {h['score']:.4f} {h['source']}{page}  [dense #{h['dense_rank']}, keyword #{h['keyword_rank']}{reranked}]\n"
                 f"    {h['text'][:160].replace(chr(10), ' ')}"
             )
         return "\n".join(out) or "no hits"
@@ -277,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mode", choices=["hybrid", "hybrid-rrf", "vector", "keyword"], default="hybrid",
         help="hybrid: query-aware fusion (default); hybrid-rrf: plain RRF",
+    )
+    p.add_argument(
+        "--rerank", action="store_true",
+        help="rerank the fused top-N with the cross-encoder in RAG_RERANK_MODEL (on by default when it is set)",
     )
     p.add_argument("-k", type=int, default=10, help="hits to return (default 10)")
     lake_arg(p)

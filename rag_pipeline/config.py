@@ -30,12 +30,20 @@ def default_model_cache_dir() -> Path:
     return _env_path("RAG_MODEL_CACHE", str(PROJECT_ROOT / "data" / "models"))
 
 
+def default_golden_file() -> Path | None:
+    value = os.environ.get("RAG_GOLDEN_FILE", str(PROJECT_ROOT / "data" / "golden" / "sample_golden.jsonl"))
+    return None if value.strip().lower() in ("", "none", "off") else Path(value).expanduser()
+
+
 @dataclass(frozen=True)
 class ChunkingSettings:
-    """Chunk sizes are in approximate model tokens (CJK char ≈ 1, English word ≈ 1.3)."""
+    """Chunk sizes in the embedding model's tokens (RAG_CHUNK_MAX_TOKENS, RAG_CHUNK_OVERLAP_TOKENS).
 
-    max_tokens: int = 300
-    overlap_tokens: int = 40
+    Whatever the setting, no chunk exceeds what the model reads (chunking.TokenBudget).
+    """
+
+    max_tokens: int = field(default_factory=lambda: int(os.environ.get("RAG_CHUNK_MAX_TOKENS") or 300))
+    overlap_tokens: int = field(default_factory=lambda: int(os.environ.get("RAG_CHUNK_OVERLAP_TOKENS") or 40))
 
 
 @dataclass(frozen=True)
@@ -61,3 +69,7 @@ class Settings:
     allow_mass_deletion: bool = False
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
     embed_batch_size: int = 32
+    # The golden question set run on every staged generation (RAG_GOLDEN_FILE; "none" turns it off),
+    # and how far a metric may fall below the served generation's before promotion is blocked.
+    golden_file: Path | None = field(default_factory=default_golden_file)
+    eval_tolerance: float = field(default_factory=lambda: float(os.environ.get("RAG_EVAL_TOLERANCE") or 0.02))

@@ -35,13 +35,15 @@ def test_consecutive_chunks_overlap():
         assert a.text.splitlines()[-1] == b.text.splitlines()[0]
 
 
-def test_chunk_ids_are_content_addressed_and_survive_an_insertion_at_the_top():
-    before = chunk_document("doc1", _doc(_section("Leave", 12)), SMALL)
-    inserted = _section("Leave", 12)
-    inserted.insert(1, TextBlock("A new introductory paragraph.", heading_path=("Handbook", "Leave")))
-    after = chunk_document("doc1", _doc(inserted), SMALL)
-    kept = {c.chunk_id for c in before} & {c.chunk_id for c in after}
-    assert len(kept) >= len(before) - 2  # only the chunk(s) around the insertion change
+def test_chunk_ids_are_content_addressed_and_an_edit_rechunks_only_its_section():
+    before = chunk_document("doc1", _doc(_section("Leave", 12) + _section("Travel", 6)), SMALL)
+    edited = _section("Leave", 12)
+    edited.insert(1, TextBlock("A new introductory paragraph.", heading_path=("Handbook", "Leave")))
+    after = chunk_document("doc1", _doc(edited + _section("Travel", 6)), SMALL)
+    travel = lambda chunks: [c.chunk_id for c in chunks if c.heading_path[-1] == "Travel"]  # noqa: E731
+    assert travel(before) and travel(before) == travel(after)  # nothing to re-embed there
+    assert {c.chunk_id for c in after} - {c.chunk_id for c in before}  # the edited section did change
+    assert chunk_document("doc1", _doc(edited), SMALL)[0].chunk_id == after[0].chunk_id
 
 
 def test_long_chinese_paragraph_splits_on_sentence_ends():
@@ -50,3 +52,47 @@ def test_long_chinese_paragraph_splits_on_sentence_ends():
     assert len(chunks) > 1
     assert all(c.text.endswith("。") for c in chunks)
     assert len({c.chunk_id for c in chunks}) == len(chunks)  # repeated text still gets unique ids
+
+
+def _model_budget():
+    from rag_pipeline.chunking import TokenBudget
+    from rag_pipeline.config import Settings
+    from rag_pipeline.embedding.encoder import load_encoder
+
+    settings = Settings()
+    encoder = load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size)
+    return encoder, TokenBudget.for_encoder(encoder)
+
+
+def test_sizes_are_in_model_tokens_and_never_exceed_what_the_model_reads():
+    encoder, budget = _model_budget()
+    assert budget.model_limit == encoder.model.max_seq_length - 2 - encoder.count_tokens(encoder.identity.passage_prompt)
+    long_heading = ("产品手册 " * 60).strip()  # a heading path that eats much of the model's window
+    blocks = [
+        TextBlock("The X-3000 pump must be serviced every 500 hours by a certified technician. " * 40, heading_path=("Manual",)),
+        TextBlock("员工每年享有十五天带薪年假，未休完的假期可顺延至次年第一季度。" * 40, heading_path=(long_heading,)),
+        TextBlock("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 120, heading_path=("Appendix",)),  # no sentence ends at all
+    ]
+    settings = ChunkingSettings(max_tokens=480, overlap_tokens=40)
+    chunks = chunk_document("doc", _doc(blocks), settings, budget)
+    assert len(chunks) > 6
+    for c in chunks:
+        embedded = encoder.count_tokens(encoder.identity.passage_prompt + c.embed_text) + 2
+        assert embedded <= encoder.model.max_seq_length, (embedded, c.embed_text[:60])
+        assert encoder.count_tokens(c.text) <= settings.max_tokens
+    # the long heading lowers the text budget of its section, so those chunks are smaller
+    zh = [encoder.count_tokens(c.text) for c in chunks if c.heading_path == (long_heading,)]
+    en = [encoder.count_tokens(c.text) for c in chunks if c.heading_path == ("Manual",)]
+    assert max(zh) < max(en)
+
+
+def test_model_token_budget_differs_from_the_estimate_on_chinese():
+    """The estimate counts one token per Han character; XLM-R merges common words, so fewer chunks."""
+    encoder, budget = _model_budget()
+    text = "员工每年享有十五天带薪年假。" * 60
+    doc = _doc([TextBlock(text, heading_path=("员工手册",))])
+    settings = ChunkingSettings(max_tokens=100, overlap_tokens=0)
+    by_model = chunk_document("zh", doc, settings, budget)
+    assert all(encoder.count_tokens(c.text) <= 100 for c in by_model)
+    assert encoder.count_tokens(text) < approx_tokens(text)
+    assert len(by_model) < len(chunk_document("zh", doc, settings))

@@ -21,6 +21,7 @@ EXPECTED_ASSETS = {
     "chunks",
     "chunk_fingerprints",
     "embeddings",
+    "golden_eval",
     "lancedb_index",
     "published_index",
 }
@@ -64,6 +65,31 @@ def test_index_run_is_recorded_in_the_dagster_instance_with_passing_checks(index
     event = instance.get_latest_materialization_event(dg.AssetKey("embeddings"))
     metadata = event.asset_materialization.metadata
     assert metadata["embedded"].value + metadata["reused_from_cache"].value > 0
+    chunk_meta = instance.get_latest_materialization_event(dg.AssetKey("chunks")).asset_materialization.metadata
+    assert chunk_meta["over_model_limit"].value == 0
+    assert chunk_meta["tokens_max"].value <= chunk_meta["model_token_limit"].value
+
+
+def test_golden_set_runs_on_the_staged_generation_and_gates_promotion(indexed_sample):
+    import dagster as dg
+
+    from rag_pipeline.store.lake import Lake
+
+    instance = dg.DagsterInstance.from_config(str(indexed_sample["dagster_home"]))
+    meta = instance.get_latest_materialization_event(dg.AssetKey("golden_eval")).asset_materialization.metadata
+    assert meta["status"].value == "evaluated" and meta["questions"].value >= 40
+    assert meta["hit@5"].value >= 0.8  # the sample corpus's retrieval floor (measured 0.885)
+    lake = Lake(indexed_sample["lake"])
+    served = lake.read_manifest()["generation"]
+    report = lake.read_generation_eval(served)
+    assert report["hit@5"] == meta["hit@5"].value and report["generation"] == served
+    run_id = instance.get_run_records()[0].dagster_run.run_id
+    evaluations = [
+        e.dagster_event.event_specific_data
+        for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    ]
+    gate = [ev for ev in evaluations if ev.check_name == "golden_quality_holds"]
+    assert len(gate) == 1 and gate[0].passed
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,29 @@ def test_unchanged_corpus_parses_nothing_and_embeds_nothing(work):
     stats = report["lancedb_index"]
     assert (stats["added"], stats["updated"], stats["deleted"]) == (0, 0, 0)
     assert stats["unchanged"] == 13
+    assert report["golden_eval"]["status"].startswith("reused from generation")  # nothing to re-judge
+
+
+def test_a_quality_regression_blocks_promotion_and_the_last_good_generation_keeps_serving(work):
+    """Fault injected in the baseline (a perfect score for the served generation); real run, real eval."""
+    lake = Lake(work / "lake")
+    served = lake.read_manifest()["generation"]
+    baseline = lake.read_generation_eval(served)
+    assert baseline["status"] == "evaluated" and baseline["hit@5"] < 1.0
+    perfect = [
+        {**d, "hit@5": d["answerable"], "first_expected_rank": 1 if d["answerable"] else None,
+         "refused": not d["answerable"], "cited_expected": True if d["answerable"] else None}
+        for d in baseline["details"]
+    ]
+    lake.write_generation_eval(served, {**baseline, "details": perfect})
+    (work / "raw" / "handbook" / "canteen.txt").write_text("The canteen opens at 11:30 on weekdays.\n", encoding="utf-8")
+    report = run_index(work / "raw", work / "lake")
+    assert not report["success"] and report["checks"]["golden_quality_holds"] is False
+    assert report["golden_eval"]["status"] == "evaluated"
+    assert "published_index" not in report
+    assert lake.read_manifest()["generation"] == served  # the staged generation waits for an operator
+    staged = max(g["generation"] for g in lake.list_generations())
+    assert staged == served + 1 and lake.read_generation_eval(staged)["hit@5"] == baseline["hit@5"]
 
 
 def test_paragraph_inserted_at_the_top_embeds_only_new_chunks(work):

@@ -12,7 +12,7 @@ from collections import Counter
 import dagster as dg
 import numpy as np
 
-from rag_pipeline.chunking import Chunk, chunk_document
+from rag_pipeline.chunking import Chunk, TokenBudget, chunk_document
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import RawFile, scan_raw_folder
@@ -138,18 +138,27 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
 def chunks(
     context: dg.AssetExecutionContext, rag: RagSettingsResource, parsed_documents: dict[str, ParsedDocument]
 ) -> list[Chunk]:
-    """Structure-aware chunks (heading path, page) with overlap and content-addressed ids."""
+    """Structure-aware chunks (heading path, page) with overlap and content-addressed ids.
+
+    Sized in the embedding model's tokens; `over_model_limit` counts chunks the model would
+    truncate (zero unless the tokenizer disagrees with itself).
+    """
     settings = rag.settings()
+    budget = TokenBudget.for_encoder(rag.encoder())
     result = [
-        c for doc_id, doc in parsed_documents.items() for c in chunk_document(doc_id, doc, settings.chunking)
+        c for doc_id, doc in parsed_documents.items() for c in chunk_document(doc_id, doc, settings.chunking, budget)
     ]
-    lengths = [len(c.text) for c in result] or [0]
+    tokens = [budget.count(c.embed_text) for c in result] or [0]
     context.add_output_metadata(
         {
             "chunks": len(result),
             "documents": len(parsed_documents),
-            "chars_median": float(np.median(lengths)),
-            "chars_max": int(max(lengths)),
+            "max_tokens_setting": settings.chunking.max_tokens,
+            "overlap_tokens_setting": settings.chunking.overlap_tokens,
+            "model_token_limit": budget.model_limit,
+            "tokens_median": float(np.median(tokens)),
+            "tokens_max": int(max(tokens)),
+            "over_model_limit": sum(n > budget.model_limit for n in tokens),
             "sample": _md_table(
                 ["chunk_id", "page", "heading", "text"],
                 [[c.chunk_id, c.page, " > ".join(c.heading_path)[:40], c.text[:80]] for c in result[:5]],
@@ -255,8 +264,11 @@ def lancedb_index(
 
 
 @dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS)
-def published_index(context: dg.AssetExecutionContext, rag: RagSettingsResource, lancedb_index: dict) -> dg.MaterializeResult:
-    """The generation queries read. Promoted only after the blocking checks on lancedb_index pass.
+def published_index(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, lancedb_index: dict, golden_eval: dict
+) -> dg.MaterializeResult:
+    """The generation queries read. Promoted only after the blocking checks pass: those on
+    lancedb_index (consistency, model pin) and golden_quality_holds on golden_eval.
 
     A generation built with a different embedding model than the served one is left staged:
     switching models is an explicit `rag generations promote N`.
@@ -279,5 +291,6 @@ def published_index(context: dg.AssetExecutionContext, rag: RagSettingsResource,
             "previous_generation": served["generation"] if served else None,
             "run_id": context.run_id,
             "model": manifest["model"]["name"],
+            "golden_eval": golden_eval["status"],
         }
     )

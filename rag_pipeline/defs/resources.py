@@ -22,6 +22,8 @@ class RagSettingsResource(dg.ConfigurableResource):
     allow_mass_deletion: bool = False
     parse_workers: int = Settings().parse_workers
     parse_timeout_s: float = Settings().parse_timeout_s
+    golden_file: str = str(Settings().golden_file or "none")
+    eval_tolerance: float = Settings().eval_tolerance
 
     def settings(self) -> Settings:
         return Settings(
@@ -34,6 +36,8 @@ class RagSettingsResource(dg.ConfigurableResource):
             allow_mass_deletion=self.allow_mass_deletion,
             parse_workers=self.parse_workers,
             parse_timeout_s=self.parse_timeout_s,
+            golden_file=None if self.golden_file.lower() in ("", "none", "off") else Path(self.golden_file),
+            eval_tolerance=self.eval_tolerance,
         )
 
     def encoder(self) -> Encoder:

@@ -64,6 +64,15 @@ class Encoder:
         out[order] = vectors
         return out
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model sees for `text`, without special tokens: the unit chunk sizes are in."""
+        return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    @property
+    def passage_token_limit(self) -> int:
+        """Tokens of passage text the model reads: max sequence minus the prompt and [CLS]/[SEP]."""
+        return int(self.model.max_seq_length) - 2 - self.count_tokens(self.identity.passage_prompt)
+
     def encode_query(self, text: str) -> np.ndarray:
         return self._encode([self.identity.query_prompt + text], False)[0]
 

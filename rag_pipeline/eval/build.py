@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_pipeline.chunking import Chunk, chunk_document
+from rag_pipeline.chunking import APPROXIMATE, Chunk, TokenBudget, chunk_document
 from rag_pipeline.config import PROJECT_ROOT, ChunkingSettings, Settings
 from rag_pipeline.embedding.encoder import Encoder
 from rag_pipeline.eval.beir import BeirDataset
@@ -32,7 +32,7 @@ from rag_pipeline.ingest.scan import DocumentMetadata, RawFile, file_sha256
 from rag_pipeline.store import rows
 from rag_pipeline.store.lake import Lake, utc_now
 
-BUILD_VERSION = 1  # bump when the way a corpus document becomes a ParsedDocument changes
+BUILD_VERSION = 2  # bump when how a corpus document becomes chunks changes (2: sizes in model tokens)
 EMBED_SLICE = 256  # texts per encode call: the cache is written after each, so a kill loses little
 EMBEDDINGS_LAKE = "embeddings"
 
@@ -59,7 +59,7 @@ def corpus_document(title: str, text: str) -> ParsedDocument:
     return make_document(builder, format="jsonl", parser="beir", title=title or None)
 
 
-def chunk_corpus(dataset: BeirDataset, chunking: ChunkingSettings):
+def chunk_corpus(dataset: BeirDataset, chunking: ChunkingSettings, budget: TokenBudget = APPROXIMATE):
     """RawFile records, parsed documents and chunks for every non-empty corpus document."""
     raws: list[RawFile] = []
     parsed: dict[str, ParsedDocument] = {}
@@ -81,7 +81,7 @@ def chunk_corpus(dataset: BeirDataset, chunking: ChunkingSettings):
             )
         )
         parsed[doc_id] = doc
-        chunks.extend(chunk_document(doc_id, doc, chunking))
+        chunks.extend(chunk_document(doc_id, doc, chunking, budget))
     return raws, parsed, chunks
 
 
@@ -119,7 +119,7 @@ def build_index(
     manifest = lake.read_manifest(missing_ok=True)
     if manifest and manifest["model"]["key"] == encoder.identity.key:
         return lake_dir
-    raws, parsed, chunks = chunk_corpus(dataset, settings.chunking)
+    raws, parsed, chunks = chunk_corpus(dataset, settings.chunking, TokenBudget.for_encoder(encoder))
     print(f"indexing {dataset.name}: {len(parsed)} documents -> {len(chunks)} chunks into {lake_dir}", file=sys.stderr)
     vectors = embed_with_cache(
         Lake(cache_root / EMBEDDINGS_LAKE), encoder, {c.fingerprint: c.embed_text for c in chunks}, progress

@@ -3,6 +3,7 @@
     rag eval --dataset ../shared/bench/xquad-zh --mode all
     rag eval --dataset ../shared/bench/xquad-zh --queries ../shared/bench/xquad-zh/queries_en.jsonl
     rag eval --golden [FILE] [--lake DIR] [--json]
+    rag calibrate [--golden FILE] [--lake DIR] [--dry-run] [--json]
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from rag_pipeline.config import default_lake_dir
 
 MODE_CHOICES = ("hybrid", "hybrid-rrf", "vector", "keyword")  # RagIndex's modes (a test keeps them in step)
+RERANK_MODE = "rerank"  # hybrid, then the cross-encoder in RAG_RERANK_MODEL
 TABLE_COLUMNS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "latency_ms_p50", "latency_ms_p95")
 
 
@@ -30,8 +32,9 @@ def register(sub) -> None:
     p.add_argument("--split", help="qrels split (default: test if present, else the first qrels file)")
     p.add_argument("--queries", help="queries file to use instead of the folder's queries.jsonl")
     p.add_argument(
-        "--mode", choices=[*MODE_CHOICES, "all"], default="hybrid",
-        help="retrieval mode as in `rag search`, or all of them on one index build (default hybrid)",
+        "--mode", choices=[*MODE_CHOICES, RERANK_MODE, "all"], default="hybrid",
+        help="retrieval mode as in `rag search`, rerank (hybrid + RAG_RERANK_MODEL), or all of them "
+        "on one index build (rerank included when configured; default hybrid)",
     )
     p.add_argument("-k", type=int, default=100, help="chunks retrieved per query (at least 100)")
     p.add_argument("--limit-queries", type=int, help="evaluate only the first N judged queries")
@@ -39,6 +42,17 @@ def register(sub) -> None:
     p.add_argument("--lake", default=str(default_lake_dir()), help="lake for --golden (env RAG_LAKE_DIR, default data/lake)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_eval)
+
+    c = sub.add_parser("calibrate", help="fit the refusal thresholds on the golden set and store them with the index")
+    c.add_argument("--golden", default=str(DEFAULT_GOLDEN), metavar="FILE", help="golden question set (JSONL)")
+    c.add_argument("--lake", default=str(default_lake_dir()), help="lake to calibrate (env RAG_LAKE_DIR, default data/lake)")
+    c.add_argument(
+        "--false-answer-cost", type=float, default=1.0,
+        help="how many false refusals one false answer is worth (default 1; raise it to refuse more readily)",
+    )
+    c.add_argument("--dry-run", action="store_true", help="report, do not save")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.set_defaults(func=cmd_calibrate)
 
 
 def cmd_eval(args) -> int:
@@ -71,6 +85,18 @@ def format_table(results: list[dict]) -> str:
         cells += [f"{r[c]:.1f}" if c.startswith("latency") else f"{r[c]:.3f}" for c in TABLE_COLUMNS]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
+
+
+def cmd_calibrate(args) -> int:
+    from rag_pipeline.eval.calibrate import calibrate, format_calibration
+    from rag_pipeline.eval.golden import load_golden
+    from rag_pipeline.query import RagIndex
+
+    index = RagIndex.open(args.lake)
+    record = calibrate(index, load_golden(Path(args.golden)), Path(args.golden), args.false_answer_cost)
+    saved = None if args.dry_run else str(index.lake.write_refusal_policy(record))
+    print(json.dumps({**record, "saved_to": saved}, indent=2, ensure_ascii=False) if args.json else format_calibration(record, saved))
+    return 0
 
 
 def _golden(args) -> int:

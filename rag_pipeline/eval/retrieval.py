@@ -19,10 +19,14 @@ from rag_pipeline.eval.metrics import aggregate, doc_ranking, percentile_ms
 
 
 def all_modes() -> tuple[str, ...]:
-    """Every retrieval mode the product offers (`--mode all`), read from RagIndex itself."""
-    from rag_pipeline.query.api import MODES
+    """Every retrieval mode the product offers (`--mode all`), read from RagIndex itself.
 
-    return tuple(MODES)
+    `rerank` (hybrid + cross-encoder) is included only when RAG_RERANK_MODEL configures one.
+    """
+    from rag_pipeline.query.api import MODES
+    from rag_pipeline.query.rerank import RerankSettings
+
+    return tuple(MODES) + (("rerank",) if RerankSettings.from_env().model else ())
 
 MIN_DEPTH = 100  # chunks per query: enough for recall@100 in documents on one-chunk corpora
 
@@ -40,13 +44,23 @@ def open_benchmark_index(dataset: BeirDataset, cache_root: Path | None = None, p
 def evaluate_mode(index, dataset: BeirDataset, mode: str, query_ids: list[str], depth: int, progress: bool = True) -> dict:
     from tqdm import tqdm
 
+    search_mode, rerank = ("hybrid", True) if mode == "rerank" else (mode, False)
+    if rerank and index.reranker is None:
+        raise ValueError("--mode rerank needs a cross-encoder: set RAG_RERANK_MODEL to a CrossEncoder id or path")
+
+    def search(query: str):
+        hits = index.search(query, mode=search_mode, k=depth, rerank=rerank)
+        if rerank and hits.rerank_status != "reranked":
+            raise RuntimeError(f"rerank did not run: {hits.rerank_note}")  # a benchmark must not degrade silently
+        return hits
+
     if query_ids:
-        index.search(dataset.queries[query_ids[0]], mode=mode, k=depth)  # warm-up: lazy loads, caches
+        search(dataset.queries[query_ids[0]])  # warm-up: lazy loads, caches
     rankings: dict[str, list[str]] = {}
     latencies: list[float] = []
     for qid in tqdm(query_ids, desc=f"search {mode}", unit="q", disable=not progress, mininterval=2, file=sys.stderr):
         started = time.perf_counter()
-        hits = index.search(dataset.queries[qid], mode=mode, k=depth)
+        hits = search(dataset.queries[qid])
         latencies.append(time.perf_counter() - started)
         rankings[qid] = doc_ranking(h.doc_id for h in hits)
     metrics = aggregate({q: dataset.qrels[q] for q in query_ids}, rankings)

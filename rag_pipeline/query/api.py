@@ -19,14 +19,18 @@ from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, load_encoder
 from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, refusal_reason, select_sentences
 from rag_pipeline.query.filters import SERVED_STATUS, Principal, search_filter
-from rag_pipeline.query.fusion import coverage_weight, rrf
+from rag_pipeline.ingest.language import detect_language
+from rag_pipeline.query.fusion import coverage_weight, is_code_term, rrf, same_language
+from rag_pipeline.query.generate import LLMSettings, generate_answer
+from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
+from rag_pipeline.query.rerank import rerank as rerank_hits
 from rag_pipeline.query.retrieve import dense_arm, keyword_arm, lexical_coverage
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 
 MODES = ("hybrid", "hybrid-rrf", "vector", "keyword")  # hybrid = query-aware fusion; hybrid-rrf = plain RRF
 RRF_K = 60
-KEYWORD_FULL_TRUST_COVERAGE = 0.5  # a keyword hit covering this share of the query's idf mass gets full say
+KEYWORD_FULL_TRUST_COVERAGE = 1.0  # weight = coverage; fitted on ../shared/bench (bench/fusion_sweep.py)
 BACKGROUND_SAMPLE = 512
 
 
@@ -39,16 +43,23 @@ class Hit:
     page: int | None
     heading_path: str
     text: str
+    language: str
     score: float
     dense_rank: int | None
     dense_score: float | None
     keyword_rank: int | None
     keyword_score: float | None
     keyword_weight: float | None  # the keyword arm's say for this hit (query-aware fusion)
+    fused_rank: int | None = None  # set when a reranker reordered the fused list
+    rerank_score: float | None = None
+    rerank_rank: int | None = None
 
 
 class SearchResult(list):
     """A list of Hit that converts to the dataframes analysts use."""
+
+    rerank_status: str = "off"  # off | reranked | degraded
+    rerank_note: str = ""
 
     def to_dicts(self) -> list[dict]:
         return [asdict(h) for h in self]
@@ -62,22 +73,54 @@ class SearchResult(list):
         return pl.DataFrame(self.to_dicts(), infer_schema_length=None)
 
 
+def stored_policy(lake: Lake, manifest: dict) -> RefusalPolicy:
+    """The thresholds `rag calibrate` fitted for the served model, else the defaults."""
+    record = lake.read_refusal_policy(manifest["model"]["key"])
+    if record is None:
+        return RefusalPolicy()
+    return RefusalPolicy(min_lexical_coverage=record["min_lexical_coverage"], min_dense_margin=record["min_dense_margin"])
+
+
 class RagIndex:
     """A read-only view of one published index generation."""
 
-    def __init__(self, lake: Lake, manifest: dict, encoder: Encoder, policy: RefusalPolicy, arm_depth: int = 100):
+    def __init__(
+        self,
+        lake: Lake,
+        manifest: dict,
+        encoder: Encoder,
+        policy: RefusalPolicy,
+        arm_depth: int = 100,
+        llm: LLMSettings | None = None,
+        reranker: Reranker | None = None,
+        rerank_top_n: int = 50,
+    ):
         self.lake = lake
         self.manifest = manifest
         self.encoder = encoder
         self.policy = policy
         self.arm_depth = arm_depth
+        self.llm = llm  # None: extractive answers only
+        self.reranker = reranker  # None: fused order is final
+        self.rerank_top_n = rerank_top_n
         self.chunks = lake.open_published(s.CHUNKS, manifest)
         self._background: np.ndarray | None = None
         self._doc_freq: Counter | None = None
         self._n_docs = 0
 
     @classmethod
-    def open(cls, lake_dir: str | Path | None = None, settings: Settings | None = None, policy: RefusalPolicy | None = None) -> "RagIndex":
+    def open(
+        cls,
+        lake_dir: str | Path | None = None,
+        settings: Settings | None = None,
+        policy: RefusalPolicy | None = None,
+        llm: LLMSettings | None = None,
+        rerank: RerankSettings | None = None,
+    ) -> "RagIndex":
+        """The published generation in `lake_dir`.
+
+        `llm` defaults to RAG_LLM_* (unset: extractive answers), `rerank` to RAG_RERANK_* (unset: off).
+        """
         settings = settings or Settings()
         lake = Lake(Path(lake_dir) if lake_dir else settings.lake_dir)
         manifest = lake.read_manifest()
@@ -89,18 +132,32 @@ class RagIndex:
                 f"(key {recorded['key']}) but {encoder.identity.name} (key {encoder.identity.key}) is "
                 "configured; set RAG_EMBEDDING_MODEL to the index's model or re-index with the new one"
             )
-        return cls(lake, manifest, encoder, policy or RefusalPolicy())
+        rerank = rerank or RerankSettings.from_env()
+        return cls(
+            lake, manifest, encoder, policy or stored_policy(lake, manifest),
+            llm=llm or LLMSettings.from_env(), reranker=load_reranker(rerank), rerank_top_n=rerank.top_n,
+        )
 
     # --- retrieval ------------------------------------------------------------------------
 
     def search(
-        self, query: str, mode: str = "hybrid", k: int = 10, principal: Principal | None = None, where: str | None = None
+        self,
+        query: str,
+        mode: str = "hybrid",
+        k: int = 10,
+        principal: Principal | None = None,
+        where: str | None = None,
+        rerank: bool | None = None,
     ) -> SearchResult:
-        """Ranked chunks the principal may read; `where` is an extra SQL filter (e.g. departments)."""
-        hits, _ = self._retrieve(query, mode, k, principal, where)
+        """Ranked chunks the principal may read; `where` is an extra SQL filter (e.g. departments).
+
+        `rerank`: None reranks when a reranker is configured; True asks for it (the result says
+        `rerank_status = "degraded"` when it could not run); False never reranks.
+        """
+        hits, _ = self._retrieve(query, mode, k, principal, where, rerank)
         return hits
 
-    def _retrieve(self, query: str, mode: str, k: int, principal: Principal | None, where: str | None):
+    def _retrieve(self, query: str, mode: str, k: int, principal: Principal | None, where: str | None, rerank: bool | None = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         predicate = search_filter(principal, where)
@@ -119,17 +176,11 @@ class RagIndex:
             rows.update((r["chunk_id"], r) for r in keyword)
         hit_weights = {}
         if mode == "hybrid" and "keyword" in rankings:
-            doc_freq, n_docs = self._term_stats()
-            hit_weights["keyword"] = {
-                cid: coverage_weight(
-                    lexical_coverage(query, rows[cid][s.SEARCH_TEXT_COLUMN], doc_freq, n_docs),
-                    KEYWORD_FULL_TRUST_COVERAGE,
-                )
-                for cid, _ in rankings["keyword"]
-            }
+            hit_weights["keyword"] = self._keyword_weights(query, [rows[cid] for cid, _ in rankings["keyword"]])
         fused = rrf(rankings, k=RRF_K, hit_weights=hit_weights)
+        use_rerank = rerank if rerank is not None else self.reranker is not None
         hits = SearchResult()
-        for f in fused[:k]:
+        for f in fused[: max(k, self.rerank_top_n) if use_rerank else k]:
             row = rows[f.chunk_id]
             dense_hit, keyword_hit = f.arms.get("dense"), f.arms.get("keyword")
             hits.append(
@@ -141,6 +192,7 @@ class RagIndex:
                     page=row["page"],
                     heading_path=row["heading_path"],
                     text=row["text"],
+                    language=row["language"],
                     score=f.score,
                     dense_rank=dense_hit.rank if dense_hit else None,
                     dense_score=dense_hit.score if dense_hit else None,
@@ -149,8 +201,23 @@ class RagIndex:
                     keyword_weight=keyword_hit.weight if keyword_hit else None,
                 )
             )
-        evidence = self._evidence(query, query_vec, rankings, rows, predicate)
+        if use_rerank:
+            outcome = rerank_hits(query, hits, self.reranker, self.rerank_top_n, k)
+            hits = SearchResult(outcome.hits)
+            hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
+        evidence = {**self._evidence(query, query_vec, rankings, rows, predicate), "rerank": hits.rerank_status}
         return hits, (query_vec, evidence, rows)
+
+    def _keyword_weights(self, query: str, keyword_rows: list[dict]) -> dict[str, float]:
+        """Each keyword hit's say: its idf coverage of the query; across languages, of codes only."""
+        doc_freq, n_docs = self._term_stats()
+        query_language = detect_language(query)
+        weights = {}
+        for row in keyword_rows:
+            only = None if same_language(query_language, row["language"]) else is_code_term
+            coverage = lexical_coverage(query, row[s.SEARCH_TEXT_COLUMN], doc_freq, n_docs, only=only)
+            weights[row["chunk_id"]] = coverage_weight(coverage, KEYWORD_FULL_TRUST_COVERAGE)
+        return weights
 
     def _evidence(self, query, query_vec, rankings, rows, predicate) -> dict:
         doc_freq, n_docs = self._term_stats()
@@ -193,7 +260,11 @@ class RagIndex:
     # --- answering ------------------------------------------------------------------------
 
     def ask(self, question: str, k: int = 5, principal: Principal | None = None, where: str | None = None) -> Answer:
-        """A cited extractive answer from the chunks the principal may read, or a refusal."""
+        """A cited answer from the chunks the principal may read, or a refusal.
+
+        Extractive by default; with an LLM configured its answer replaces the extractive one only
+        when every citation checks out (otherwise the extractive answer comes back with a note).
+        """
         hits, (query_vec, evidence, _) = self._retrieve(question, "hybrid", k, principal, where)
         reason = refusal_reason(evidence, self.policy)
         if reason:
@@ -201,7 +272,10 @@ class RagIndex:
         top = [h.__dict__ for h in hits[:3]]
         picked = select_sentences(question, query_vec, top, self.encoder)
         text, citations = compose(picked, top)
+        answer = Answer(question, text, False, "answered from the cited passages", citations, {**evidence, "generator": "extractive"})
+        if self.llm is not None:
+            answer = generate_answer(question, hits, answer, self.llm)
         retrieved = {h.chunk_id for h in hits}
-        if any(c.chunk_id not in retrieved for c in citations):  # mechanical guard, never expected
+        if any(c.chunk_id not in retrieved for c in answer.citations):  # mechanical guard, never expected
             raise RuntimeError("citation outside the retrieved set")
-        return Answer(question, text, False, "answered from the cited passages", citations, evidence)
+        return answer

@@ -1,11 +1,13 @@
 """Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009), optionally query-aware.
 
 score(d) = Σ_arm w_arm · w_arm(d) / (k + rank_arm(d)), ranks 1-based. Plain RRF has every weight
-1. The query-aware default gives a keyword hit a say in proportion to how much of the question it
-actually matched (idf-weighted term coverage): an English question over Chinese passages matches
-almost nothing lexically, so its keyword ranking — noise — barely moves the dense order, while
-two arms that both match reinforce as in plain RRF. Each fused hit keeps its rank, raw score and
-weight in every arm, so a bad answer can be traced to the arm that produced it.
+1. The query-aware default (chosen by bench/fusion_sweep.py) gives a keyword hit a say equal to
+the idf-weighted share of the question's terms it contains; a hit written in another language
+than the question counts only its codes and numbers (E-71, R-500, 2019), the terms that mean the
+same in any language. So an English question over Chinese passages, whose keyword matches are
+titles and stray words, leaves the dense order alone, while two arms that both match reinforce
+as in plain RRF. Each fused hit keeps its rank, raw score and weight in every arm, so a bad
+answer can be traced to the arm that produced it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,16 @@ def rrf(
             hit.arms[arm] = ArmHit(rank, raw, weight)
             hit.score += weight / (k + rank)
     return sorted(fused.values(), key=lambda h: (-h.score, h.chunk_id))
+
+
+def is_code_term(term: str) -> bool:
+    """A term that reads the same in every language: it contains a digit (E-71, 2019, x2000)."""
+    return any(ch.isdigit() for ch in term)
+
+
+def same_language(query_language: str, chunk_language: str) -> bool:
+    """Languages as ingest.language tags them; mixed or undetermined text is compatible with all."""
+    return query_language == chunk_language or bool({query_language, chunk_language} & {"mixed", "und"})
 
 
 def coverage_weight(coverage: float, full_trust: float) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,15 +50,20 @@ def idf_weights(terms: set[str], doc_freq: dict[str, int], n_docs: int) -> dict[
     return {t: math.log(1 + (n_docs - doc_freq.get(t, 0) + 0.5) / (doc_freq.get(t, 0) + 0.5)) for t in terms}
 
 
-def lexical_coverage(query: str, search_text: str, doc_freq: dict[str, int], n_docs: int) -> float:
+def lexical_coverage(
+    query: str, search_text: str, doc_freq: dict[str, int], n_docs: int, only: Callable[[str], bool] | None = None
+) -> float:
     """IDF-weighted share of the query's terms found in a chunk: "did the keyword arm really match".
 
     Weighting matters: "Northwind stock code?" matches the company name everywhere, but the
-    telling terms (stock code) nowhere, so its coverage stays low.
+    telling terms (stock code) nowhere, so its coverage stays low. `only` counts just the found
+    terms it accepts (e.g. codes and numbers), still as a share of the whole query.
     """
     terms = set(search_tokens(query))
     if not terms:
         return 0.0
     weights = idf_weights(terms, doc_freq, n_docs)
     found = terms & set(search_text.split())
+    if only is not None:
+        found = {t for t in found if only(t)}
     return sum(weights[t] for t in found) / sum(weights.values())

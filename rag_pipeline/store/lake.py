@@ -23,6 +23,7 @@ from lancedb.index import FTS
 from rag_pipeline.store import schema as s
 
 MANIFEST_NAME = "index_manifest.json"  # the served generation
+REFUSAL_POLICY_NAME = "refusal_policy.json"  # thresholds fitted by `rag calibrate`, per model
 GENERATIONS_DIR = "generations"  # one immutable manifest per staged generation
 PROMOTION_LOG = "promotions.jsonl"  # append-only: which generation was served when
 PUBLISHED_TABLES = (s.DOCUMENTS, s.CHUNKS, s.QUARANTINE)
@@ -178,7 +179,7 @@ class Lake:
             return []
         current = (self.read_manifest(missing_ok=True) or {}).get("generation")
         generations = []
-        for path in sorted(folder.glob("*.json")):
+        for path in sorted(folder.glob("[0-9]*[0-9].json")):  # not the *.eval.json reports
             manifest = json.loads(path.read_text(encoding="utf-8"))
             manifest["current"] = manifest["generation"] == current
             generations.append(manifest)
@@ -200,6 +201,27 @@ class Lake:
                 "index_job) first, or point --lake / RAG_LAKE_DIR at an existing lake"
             )
         return json.loads(path.read_text(encoding="utf-8"))
+
+    def read_refusal_policy(self, model_key: str) -> dict | None:
+        """The calibrated thresholds, if they were fitted for this model (else None)."""
+        path = self.lake_dir / REFUSAL_POLICY_NAME
+        if not path.exists():
+            return None
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return record if record.get("model_key") == model_key else None
+
+    def write_refusal_policy(self, record: dict) -> Path:
+        path = self.lake_dir / REFUSAL_POLICY_NAME
+        self._write_json(path, record)
+        return path
+
+    def read_generation_eval(self, generation: int) -> dict | None:
+        """The golden-set report of one generation (written by the golden_eval asset)."""
+        path = self._generation_path(generation).with_suffix(".eval.json")
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def write_generation_eval(self, generation: int, report: dict) -> None:
+        self._write_json(self._generation_path(generation).with_suffix(".eval.json"), report)
 
     def read_generation(self, generation: int) -> dict:
         return json.loads(self._generation_path(generation).read_text(encoding="utf-8"))
