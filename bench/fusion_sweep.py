@@ -21,7 +21,8 @@ from rag_pipeline.eval.metrics import aggregate, doc_ranking  # noqa: E402
 from rag_pipeline.eval.retrieval import open_benchmark_index  # noqa: E402
 from rag_pipeline.ingest.language import detect_language  # noqa: E402
 from rag_pipeline.query.filters import search_filter  # noqa: E402
-from rag_pipeline.query.fusion import coverage_weight, is_code_term, rrf, same_language  # noqa: E402
+from rag_pipeline.query.fusion import coverage_weight, rrf, same_language  # noqa: E402
+from rag_pipeline.text import is_code_term  # noqa: E402
 from rag_pipeline.query.retrieve import dense_arm, keyword_arm, lexical_coverage  # noqa: E402
 from rag_pipeline.store import schema as s  # noqa: E402
 

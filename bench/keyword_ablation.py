@@ -70,7 +70,7 @@ def main() -> int:
     doc_ids = list(dataset.corpus)
     doc_texts = [" ".join(search_tokens(f"{t}\n{x}")) for t, x in dataset.corpus.values()]
     body_texts = [" ".join(search_tokens(x)) for _, x in dataset.corpus.values()]
-    print(f"| variant | nDCG@10 | recall@10 | recall@100 | MRR@10 |\n|---|---|---|---|---|")
+    print("| variant | nDCG@10 | recall@10 | recall@100 | MRR@10 |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         db = lancedb.connect(tmp)
         for label, ids, texts, stem in (

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rag_pipeline.store.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUILTIN_MODEL = "builtin:multilingual-e5-small"
 
@@ -54,6 +56,8 @@ class Settings:
         default_factory=lambda: os.environ.get("RAG_EMBEDDING_MODEL", BUILTIN_MODEL)
     )
     model_cache_dir: Path = field(default_factory=default_model_cache_dir)
+    # fp32 | bf16 | int8 (RAG_EMBEDDING_PRECISION): bench/embedding_precision.py measures speed vs nDCG
+    embedding_precision: str = field(default_factory=lambda: os.environ.get("RAG_EMBEDDING_PRECISION", "fp32"))
     ocr_lang: str = "chi_sim+eng"  # this order read mixed zh/en scans better, English equally
     ocr_min_confidence: float = field(
         default_factory=lambda: float(os.environ.get("RAG_OCR_MIN_CONFIDENCE", "60"))
@@ -72,4 +76,6 @@ class Settings:
     # The golden question set run on every staged generation (RAG_GOLDEN_FILE; "none" turns it off),
     # and how far a metric may fall below the served generation's before promotion is blocked.
     golden_file: Path | None = field(default_factory=default_golden_file)
-    eval_tolerance: float = field(default_factory=lambda: float(os.environ.get("RAG_EVAL_TOLERANCE") or 0.02))
+    eval_tolerance: float = field(default_factory=lambda: float(os.environ.get("RAG_EVAL_TOLERANCE") or 0.05))
+    # Chunks tables this large get an ANN vector index, smaller ones stay exact (store.ann, RAG_ANN_MIN_ROWS)
+    ann_min_rows: int = field(default_factory=lambda: int(os.environ.get("RAG_ANN_MIN_ROWS") or DEFAULT_ANN_MIN_ROWS))

@@ -94,3 +94,18 @@ def _latin_tokens(text: str) -> list[str]:
             out.extend(p for p in re.split(r"[-_./]", word) if p)
             out.append(re.sub(r"[-_./]", "", word))
     return out
+
+
+def is_code_term(term: str) -> bool:
+    """A search term that reads the same in every language: it contains a digit (E-71, 2019, x2000)."""
+    return any(ch.isdigit() for ch in term)
+
+
+def is_identifier(term: str) -> bool:
+    """A product, part or error code (x-3000, e-99, tp-30): letters and digits in one term.
+
+    Plain numbers (years, amounts) are not identifiers: a corpus need not contain "2025" to
+    answer a question mentioning it, but it must mention "X-3000" to say anything about it.
+    """
+    return is_code_term(term) and any(ch.isalpha() for ch in term)
+

@@ -57,10 +57,10 @@ def test_long_chinese_paragraph_splits_on_sentence_ends():
 def _model_budget():
     from rag_pipeline.chunking import TokenBudget
     from rag_pipeline.config import Settings
-    from rag_pipeline.embedding.encoder import load_encoder
+    from rag_pipeline.embedding.encoder import encoder_for
 
     settings = Settings()
-    encoder = load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size)
+    encoder = encoder_for(settings)
     return encoder, TokenBudget.for_encoder(encoder)
 
 

@@ -21,6 +21,7 @@ from rag_pipeline.ingest.pool import is_transient, parse_many
 from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
 from rag_pipeline.store import rows
 from rag_pipeline.store import schema as s
+from rag_pipeline.store.ann import AnnPolicy
 from rag_pipeline.store.lake import Lake, utc_now
 
 OWNERS = ["team:search-platform"]
@@ -73,7 +74,7 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
     """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
-    keys = {raw.doc_id: parse_cache_key(raw.sha256, settings.ocr_lang) for raw in raw_documents}
+    keys = {raw.doc_id: parse_cache_key(raw.sha256, settings.ocr_lang, raw.path.suffix) for raw in raw_documents}
     cached = lake.cached_parses(list(keys.values()))
     parsed: dict[str, ParsedDocument] = {}
     quarantined: list[QuarantineRecord] = []
@@ -244,6 +245,7 @@ def lancedb_index(
         model=identity.as_dict(),
         run_id=context.run_id,
         stats={"scanned_files": len(raw_documents), **changes},
+        ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
     )
     context.add_output_metadata(
         {
@@ -258,6 +260,7 @@ def lancedb_index(
             "by_status": dict(Counter(r["status"] for r in doc_rows.values())),
             "model": identity.name,
             "model_key": identity.key,
+            "vector_index": manifest["vector_index"],
         }
     )
     return manifest

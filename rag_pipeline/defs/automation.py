@@ -24,13 +24,18 @@ nightly_reindex_schedule = dg.ScheduleDefinition(
 
 
 def folder_signature(raw_dir: str) -> str:
-    """Cheap change detector: paths, sizes and mtimes of every file under the folder."""
+    """Cheap change detector: paths, sizes and mtimes of every entry under the folder.
+
+    lstat, not stat: a dangling or looping link is an entry too (the scan quarantines it), and
+    must not fail every sensor tick; names that are not valid UTF-8 are hashed byte for byte.
+    """
     digest = hashlib.sha256()
     for root, dirs, files in os.walk(raw_dir):
         dirs.sort()
         for name in sorted(files):
-            st = os.stat(os.path.join(root, name))
-            digest.update(f"{os.path.join(root, name)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
 
 

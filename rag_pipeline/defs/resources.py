@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding.encoder import Encoder, load_encoder
+from rag_pipeline.embedding.encoder import Encoder, encoder_for
 
 
 class RagSettingsResource(dg.ConfigurableResource):
@@ -17,6 +17,7 @@ class RagSettingsResource(dg.ConfigurableResource):
     lake_dir: str = str(Settings().lake_dir)
     embedding_model: str = Settings().embedding_model
     model_cache_dir: str = str(Settings().model_cache_dir)
+    embedding_precision: str = Settings().embedding_precision
     ocr_min_confidence: float = Settings().ocr_min_confidence
     max_deletion_fraction: float = Settings().max_deletion_fraction
     allow_mass_deletion: bool = False
@@ -31,6 +32,7 @@ class RagSettingsResource(dg.ConfigurableResource):
             lake_dir=Path(self.lake_dir),
             embedding_model=self.embedding_model,
             model_cache_dir=Path(self.model_cache_dir),
+            embedding_precision=self.embedding_precision,
             ocr_min_confidence=self.ocr_min_confidence,
             max_deletion_fraction=self.max_deletion_fraction,
             allow_mass_deletion=self.allow_mass_deletion,
@@ -42,4 +44,4 @@ class RagSettingsResource(dg.ConfigurableResource):
 
     def encoder(self) -> Encoder:
         s = self.settings()
-        return load_encoder(s.embedding_model, str(s.model_cache_dir), s.embed_batch_size)
+        return encoder_for(s)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,11 +32,13 @@ class ModelIdentity:
     query_prompt: str
     passage_prompt: str
     normalize: bool = True
+    precision: str = "fp32"  # vectors of two precisions are two models: they never share a cache or an index
 
     @property
     def key(self) -> str:
-        """Short stable key for cache rows and index manifests."""
-        blob = json.dumps(self.__dict__, sort_keys=True).encode()
+        """Short stable key for cache rows and index manifests (fp32 keys predate `precision`)."""
+        fields = {k: v for k, v in self.__dict__.items() if not (k == "precision" and v == "fp32")}
+        blob = json.dumps(fields, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def as_dict(self) -> dict:
@@ -99,8 +101,35 @@ def resolve_model_path(spec: str, cache_dir: Path) -> tuple[str, dict | None]:
     return spec, None
 
 
+PRECISIONS = ("fp32", "bf16", "int8")
+
+
+def encoder_for(settings) -> Encoder:
+    """The encoder a Settings object configures (model, cache folder, batch size, precision)."""
+    return load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size, settings.embedding_precision)
+
+
+def apply_precision(model, precision: str):
+    """fp32 as loaded; bf16 casts the weights (AVX512-BF16/AMX run it natively); int8 quantizes
+    every Linear layer dynamically (VNNI). Both are derived offline from the local fp32 weights."""
+    import torch
+
+    if precision not in PRECISIONS:
+        raise ValueError(f"embedding precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision == "bf16":
+        return model.to(torch.bfloat16)
+    if precision == "int8":
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    return model
+
+
 @lru_cache(maxsize=4)
-def load_encoder(spec: str, cache_dir: str, batch_size: int = 32) -> Encoder:
+def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str = "fp32") -> Encoder:
     """Load once per process; the model weights are the expensive part of a query."""
     import torch
     from sentence_transformers import SentenceTransformer
@@ -108,6 +137,7 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32) -> Encoder:
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     path, built = resolve_model_path(spec, Path(cache_dir))
     model = SentenceTransformer(path, device="cpu", local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1")
+    model = apply_precision(model, precision)
     if built is not None:
         identity = ModelIdentity(
             name=built["name"],
@@ -119,7 +149,7 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32) -> Encoder:
         )
     else:
         identity = _identity_of_any(spec, model)
-    return Encoder(model, identity, batch_size)
+    return Encoder(model, replace(identity, precision=precision), batch_size)
 
 
 def _identity_of_any(spec: str, model) -> ModelIdentity:

@@ -46,6 +46,6 @@ def compare(current: list[dict], baseline: list[dict], tolerance: float) -> tupl
     for metric, direction in GATED_METRICS.items():
         if now.get(metric) is None or before.get(metric) is None:
             continue
-        if direction * (now[metric] - before[metric]) < -tolerance:
+        if direction * (now[metric] - before[metric]) < -tolerance - 1e-9:  # rates are rounded to 4 places
             problems.append(f"{metric} {before[metric]:.3f} → {now[metric]:.3f}")
     return problems, now, before

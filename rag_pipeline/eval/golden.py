@@ -114,24 +114,13 @@ def summarize(details: list[dict]) -> dict:
 
 
 def policy_sweep(details: list[dict]) -> dict:
-    """The RefusalPolicy thresholds that would make the fewest refusal mistakes on these questions.
+    """The refusal thresholds that would make the fewest mistakes on these questions (see calibrate)."""
+    from rag_pipeline.eval.calibrate import fit, outcome
 
-    Replays `refusal_reason` on each question's recorded evidence, so it costs no retrieval. With
-    a few dozen questions this shows how separable the evidence is, not a policy to ship blindly.
-    """
-    from rag_pipeline.query.answer import RefusalPolicy, refusal_reason
-
-    best = None
-    for cov in [c / 20 for c in range(4, 21)] + [1.01]:  # 1.01: ignore the keyword evidence
-        for margin in [m / 200 for m in range(6, 31)]:
-            policy = RefusalPolicy(min_lexical_coverage=cov, min_dense_margin=margin)
-            refused = [refusal_reason(d["evidence"], policy) is not None for d in details]
-            fr = sum(r for r, d in zip(refused, details) if d["answerable"])
-            fa = sum(not r for r, d in zip(refused, details) if not d["answerable"])
-            if best is None or fr + fa < best["errors"]:
-                best = {"errors": fr + fa, "false_refusals": fr, "false_answers": fa,
-                        "min_lexical_coverage": cov, "min_dense_margin": margin}
-    return best or {}
+    policy = fit(details)
+    fr, fa = outcome(details, policy)
+    return {"errors": fr + fa, "false_refusals": fr, "false_answers": fa,
+            "min_lexical_coverage": policy.min_lexical_coverage, "min_dense_margin": policy.min_dense_margin}
 
 
 def run_golden(index, questions: list[dict]) -> dict:

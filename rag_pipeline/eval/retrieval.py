@@ -32,11 +32,11 @@ MIN_DEPTH = 100  # chunks per query: enough for recall@100 in documents on one-c
 
 
 def open_benchmark_index(dataset: BeirDataset, cache_root: Path | None = None, progress: bool = True):
-    from rag_pipeline.embedding.encoder import load_encoder
+    from rag_pipeline.embedding.encoder import encoder_for
     from rag_pipeline.query import RagIndex
 
     settings = Settings()
-    encoder = load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size)
+    encoder = encoder_for(settings)
     lake_dir = build_index(dataset, encoder, settings, cache_root, progress)
     return RagIndex.open(lake_dir, settings)
 

@@ -145,12 +145,13 @@ def make_document(
     ocr_used: bool = False,
     ocr_confidence: float | None = None,
     warnings: list[str] | None = None,
-    fallback_title: str | None = None,
 ) -> ParsedDocument:
     """Finish a document: language, title fallback, and ``no_text`` if nothing was found.
 
     Title preference: ``title`` (the parser's choice: first heading or a metadata title),
-    then the first heading the builder saw, then ``fallback_title`` (the file stem).
+    then the first heading the builder saw. The file name is never baked in: parses are cached
+    by content, and two files with the same bytes must not share a name (store.rows falls back
+    to the file's own name).
     """
     blocks = list(builder.blocks if isinstance(builder, BlockBuilder) else builder)
     blocks = [b for b in blocks if b.text.strip()]
@@ -166,6 +167,6 @@ def make_document(
         page_count=page_count,
         ocr_used=ocr_used,
         ocr_confidence=ocr_confidence,
-        title=(squash(title) if title and squash(title) else None) or first_heading or fallback_title,
+        title=(squash(title) if title and squash(title) else None) or first_heading,
         warnings=list(warnings or []),
     )

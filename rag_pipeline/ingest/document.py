@@ -55,9 +55,13 @@ class ParsedDocument:
 
 
 class UnreadableDocument(Exception):
-    """Raised by a parser for a file that cannot be trusted; the file goes to quarantine."""
+    """Raised by a parser for a file that cannot be trusted; the file goes to quarantine.
+
+    The detail is kept as valid UTF-8: an error message quoting a file name that is not
+    UTF-8 carries lone surrogates, which would break the quarantine table."""
 
     def __init__(self, reason: QuarantineReason, detail: str):
+        detail = detail.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail

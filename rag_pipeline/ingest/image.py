@@ -90,5 +90,4 @@ def parse_image(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         ocr_used=True,
         ocr_confidence=round(conf_sum / words, 1),
         warnings=notes,
-        fallback_title=path.stem,
     )

@@ -19,6 +19,10 @@ from rag_pipeline.ingest.web import blocks_from_html
 
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
 _FM_TITLE = re.compile(r"^title\s*:\s*(.+?)\s*$", re.M)
+# markdown-it silently drops whatever nests deeper than maxNesting (20 by default: a list
+# nested 10 levels deep, each level being <ul><li>); 100 keeps real outlines whole and stays
+# well inside Python's recursion limit. Deeper content is still dropped, never a crash.
+_MAX_NESTING = 100
 
 
 def split_front_matter(text: str) -> tuple[str, str | None]:
@@ -39,7 +43,8 @@ def parse_markdown(path: Path) -> ParsedDocument:
     """
     text, encoding = decode_bytes(path.read_bytes())
     body, fm_title = split_front_matter(text.replace("\r\n", "\n"))
-    html = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"]).render(body)
+    renderer = MarkdownIt("commonmark", {"html": True, "maxNesting": _MAX_NESTING}).enable(["table", "strikethrough"])
+    html = renderer.render(body)
     builder = BlockBuilder()
     blocks_from_html(html, builder, drop_by_class=False)
     return make_document(
@@ -48,5 +53,4 @@ def parse_markdown(path: Path) -> ParsedDocument:
         parser="markdown-it",
         title=fm_title,
         warnings=encoding_notes(encoding),
-        fallback_title=path.stem,
     )

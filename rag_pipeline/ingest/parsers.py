@@ -3,7 +3,9 @@ failure into an :class:`UnreadableDocument` with a quarantine reason."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import stat
 import zipfile
 from collections.abc import Callable
 
@@ -40,6 +42,10 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(_IMA
 
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
+# Real Office packages unpack to 1-6x their size on disk, a zip bomb to hundreds of times
+# that; python-docx/python-pptx then hold ~10x the XML in memory. A package may unpack to
+# at most this many times the per-file limit.
+MAX_UNPACK_FACTOR = 3
 
 
 def _ole_kind(path: pathlib.Path) -> UnreadableDocument:
@@ -61,7 +67,30 @@ def _ole_kind(path: pathlib.Path) -> UnreadableDocument:
     )
 
 
-def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str) -> ParsedDocument:
+def _check_unpacked_size(path: pathlib.Path, limit: int) -> None:
+    """Refuse a zip bomb before any parser inflates it. The declared sizes are a true bound:
+    Python's zipfile never returns more bytes than a member declares."""
+    with zipfile.ZipFile(path) as zf:
+        unpacked = sum(info.file_size for info in zf.infolist())
+    if unpacked > limit:
+        raise UnreadableDocument(
+            "too_large", f"the package unpacks to {unpacked} bytes, over the {limit}-byte limit (zip bomb?)"
+        )
+
+
+def _refuse_non_regular(path: pathlib.Path, mode: int) -> None:
+    """Never follow a symbolic link (it can reach files outside the raw folder) nor open a
+    pipe or device (reading one can block forever)."""
+    if stat.S_ISLNK(mode):
+        target = os.readlink(path)
+        raise UnreadableDocument(
+            "unsupported_format", f"symbolic link to {target!r}, not followed (links can point outside the raw folder)"
+        )
+    if not stat.S_ISREG(mode):
+        raise UnreadableDocument("unsupported_format", "not a regular file (a directory, pipe, socket or device)")
+
+
+def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_bytes: int) -> ParsedDocument:
     is_pdf = b"%PDF-" in head[:1024]
     is_image = head.startswith(_IMAGE_MAGIC)
     # Content wins over the name for the two binary families we can always recognise.
@@ -78,6 +107,7 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str) -> Parse
             raise _ole_kind(path)
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
+        _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
     return _TEXT_PARSERS[ext](path)
 
 
@@ -86,12 +116,13 @@ def parse_file(
 ) -> ParsedDocument:
     """Parse one file into a :class:`ParsedDocument`, or raise :class:`UnreadableDocument`.
 
-    Reasons: unsupported_format (unknown extension, legacy binary Office), too_large
-    (over ``max_bytes`` or an image over the pixel limit), encrypted (password PDF or
-    Office file), corrupt (cannot be opened or parsed; any unexpected exception, with its
-    type and message), no_text (parsed but empty, including OCR finding no words),
-    timeout (OCR/rendering timed out and nothing else was readable). Low OCR confidence
-    is not judged here: see ``ocr_used`` / ``ocr_confidence``.
+    Reasons: unsupported_format (unknown extension, legacy binary Office, a symbolic link
+    or other non-regular file), too_large (over ``max_bytes``, an Office package unpacking
+    to over ``MAX_UNPACK_FACTOR`` times that, or an image over the pixel limit), encrypted
+    (password PDF or Office file), corrupt (cannot be opened or parsed; any unexpected
+    exception, with its type and message), no_text (parsed but empty, including OCR finding
+    no words), timeout (OCR/rendering timed out and nothing else was readable). Low OCR
+    confidence is not judged here: see ``ocr_used`` / ``ocr_confidence``.
 
     The one exception that escapes is :class:`OcrEngineError` (tesseract or poppler
     missing, language data not installed): a deployment fault that must fail the run
@@ -99,17 +130,19 @@ def parse_file(
     """
     path = pathlib.Path(path)
     ext = path.suffix.lower()
-    if ext not in SUPPORTED_EXTENSIONS:
-        raise UnreadableDocument("unsupported_format", f"extension {ext or '(none)'!r} is not supported")
     try:
-        size = path.stat().st_size
+        st = path.lstat()
+        _refuse_non_regular(path, st.st_mode)
+        if ext not in SUPPORTED_EXTENSIONS:
+            raise UnreadableDocument("unsupported_format", f"extension {ext or '(none)'!r} is not supported")
+        size = st.st_size
         if size > max_bytes:
             raise UnreadableDocument("too_large", f"{size} bytes exceeds the {max_bytes}-byte limit")
         if size == 0:
             raise UnreadableDocument("no_text", "empty file (0 bytes)")
         with open(path, "rb") as fh:
             head = fh.read(2048)
-        return _dispatch(path, ext, head, ocr_lang)
+        return _dispatch(path, ext, head, ocr_lang, max_bytes)
     except (UnreadableDocument, OcrEngineError):
         raise
     except MemoryError as exc:

@@ -434,7 +434,6 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         ocr_used=ocr_pages > 0,
         ocr_confidence=round(ocr_conf_sum / ocr_words, 1) if ocr_words else (0.0 if ocr_pages else None),
         warnings=notes,
-        fallback_title=path.stem,
     )
 
 

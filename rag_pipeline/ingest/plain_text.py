@@ -29,4 +29,4 @@ def parse_txt(path: Path) -> ParsedDocument:
     builder = BlockBuilder()
     for para in paragraphs:
         builder.add(para)
-    return make_document(builder, format="txt", parser="text", warnings=encoding_notes(encoding), fallback_title=path.stem)
+    return make_document(builder, format="txt", parser="text", warnings=encoding_notes(encoding))

@@ -3,8 +3,9 @@
 One file must never cost the run: a parser that hangs (a pathological PDF, a tesseract
 that never returns) is killed when it passes ``timeout_s`` and its file is quarantined as
 ``timeout``; a worker that dies (segfault in a C library, the kernel's OOM killer) costs
-its one file, quarantined as ``corrupt``. :class:`OcrEngineError` (tesseract or poppler
-missing) is not a property of a file and still fails the run.
+its one file, quarantined as ``corrupt``, and so does a file that changes while it is
+parsed. :class:`OcrEngineError` (tesseract or poppler missing) is not a property of a file
+and still fails the run.
 
 Workers come from a pebble ``ProcessPool``: on a timeout pebble SIGTERMs the worker (and
 SIGKILLs it if that is not enough). Each worker leads its own process group, and turns
@@ -17,8 +18,9 @@ non-fork start method, a script that calls this at import time needs the usual
 ``if __name__ == "__main__":`` guard (Dagster, pytest and the ``rag`` command have one).
 
 Pure: the caller passes paths and limits and gets outcomes back; nothing is cached here.
-Outcomes of :func:`is_transient` failures (timeouts, dead workers) should not be cached:
-a later run with a larger limit, or on a quieter machine, should try again.
+Outcomes of :func:`is_transient` failures (timeouts, dead workers, files that changed)
+should not be cached: a later run with a larger limit, or on a quieter machine, should try
+again.
 """
 
 from __future__ import annotations
@@ -75,9 +77,28 @@ def _init_worker(ocr_threads: int) -> None:
     signal.signal(signal.SIGTERM, _kill_group)
 
 
+def _stamp(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _parse_in_worker(path: Path, parse: ParseFn) -> tuple:
     """Runs in the worker. Returns a picklable tuple: UnreadableDocument does not survive
-    pickling (its constructor takes two arguments), and a ParsedDocument is plain data."""
+    pickling (its constructor takes two arguments), and a ParsedDocument is plain data.
+
+    A file that changed while it was parsed (still being copied in, edited, replaced) gives
+    an outcome of no particular version of it: that is reported instead, never cached."""
+    before = _stamp(path)
+    message = _parse_message(path, parse)
+    if _stamp(path) != before:
+        return ("changed",)
+    return message
+
+
+def _parse_message(path: Path, parse: ParseFn) -> tuple:
     try:
         return ("parsed", parse(path))
     except UnreadableDocument as exc:
@@ -93,6 +114,10 @@ def _parse_in_worker(path: Path, parse: ParseFn) -> tuple:
 def _from_wire(message: tuple) -> Outcome:
     if message[0] == "parsed":
         return message[1]
+    if message[0] == "changed":
+        return TransientFailure(
+            "corrupt", "the file changed while it was being parsed (still being written?); the next run parses it again"
+        )
     return UnreadableDocument(message[1], message[2])
 
 

@@ -7,15 +7,20 @@ Files without a sidecar get the defaults below.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from rag_pipeline.ingest.textutil import display_name
 
 SIDECAR_SUFFIX = ".meta.json"
 STATUSES = ("draft", "ingested", "published", "withdrawn")
 SECURITY_LEVELS = ("public", "internal", "confidential", "secret")
+MAX_SIDECAR_BYTES = 1 << 20  # a few hundred bytes in practice; a huge one is a mistake or an attack
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,9 @@ def parse_sidecar(raw: dict) -> DocumentMetadata:
     if unknown:
         raise ValueError(f"unknown sidecar keys {sorted(unknown)}; allowed: {sorted(known)}")
     values = dict(raw)
+    for key in ("title", "department", "owner", "language"):
+        if values.get(key) is not None and not isinstance(values[key], str):
+            raise ValueError(f"{key} must be a string, got {type(values[key]).__name__}")
     if values.get("status", "published") not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {values['status']!r}")
     if values.get("security_level", "internal") not in SECURITY_LEVELS:
@@ -77,45 +85,72 @@ def parse_sidecar(raw: dict) -> DocumentMetadata:
     if not isinstance(values.get("quarantine_release", False), bool):
         raise ValueError("quarantine_release must be true or false")
     groups = values.get("access_groups", ["all-staff"])
-    if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
+    if not isinstance(groups, (list, tuple)) or not all(isinstance(g, str) for g in groups):
         raise ValueError("access_groups must be a list of strings")
     values["access_groups"] = tuple(groups)
     return DocumentMetadata(**values)
 
 
 def read_sidecar(path: Path) -> tuple[DocumentMetadata, str | None]:
+    """The document's metadata, or the defaults and an error an operator can act on.
+
+    Only a regular file is read: a sidecar that is a symbolic link could pull metadata from
+    outside the raw folder, and a pipe would block the scan forever.
+    """
     sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-    if not sidecar.exists():
-        return DocumentMetadata(), None
     try:
-        return parse_sidecar(json.loads(sidecar.read_text(encoding="utf-8"))), None
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
-        return DocumentMetadata(), f"{sidecar.name}: {exc}"
+        st = sidecar.lstat()
+    except OSError as exc:  # ENAMETOOLONG: the document's name leaves no room for a sidecar
+        if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG):
+            return DocumentMetadata(), None
+        return DocumentMetadata(), f"{display_name(sidecar.name)}: {exc.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return DocumentMetadata(), f"{display_name(sidecar.name)}: not a plain file (a link, folder or pipe is never read)"
+    if st.st_size > MAX_SIDECAR_BYTES:
+        return DocumentMetadata(), f"{display_name(sidecar.name)}: {st.st_size} bytes (limit {MAX_SIDECAR_BYTES})"
+    try:
+        return parse_sidecar(json.loads(sidecar.read_bytes().decode("utf-8"))), None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        return DocumentMetadata(), f"{display_name(sidecar.name)}: {exc}"
+
+
+def _content_sha256(path: Path, st: os.stat_result) -> str:
+    """The file's sha256, or for anything but a regular file a hash of what it is: a symbolic
+    link, pipe or device is never opened (a pipe would block the scan, a link could reach
+    outside the raw folder); the parser quarantines it."""
+    if stat.S_ISREG(st.st_mode):
+        return file_sha256(path)
+    what = f"symlink:{os.readlink(path)}" if stat.S_ISLNK(st.st_mode) else f"special:{stat.S_IFMT(st.st_mode)}"
+    return hashlib.sha256(os.fsencode(what)).hexdigest()
 
 
 def scan_raw_folder(raw_dir: Path) -> list[RawFile]:
-    """Every regular file under raw_dir except sidecars and hidden files, sorted by path.
+    """Every file under raw_dir except sidecars and hidden files, sorted by path.
 
-    Symlinks are not followed: a link could point outside the folder people agreed to index.
+    Symbolic links (to files or directories) and other non-regular files are listed but
+    never followed or opened, so they are quarantined instead of silently disappearing.
     """
     if not raw_dir.is_dir():
         raise FileNotFoundError(f"raw folder {raw_dir} does not exist")
+    raw_dir = raw_dir.resolve()
     records: list[RawFile] = []
     for root, dirs, files in os.walk(raw_dir, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
+        linked_dirs = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in linked_dirs)
+        for name in sorted(files + linked_dirs):
             path = Path(root) / name
-            if name.startswith(".") or name.endswith(SIDECAR_SUFFIX) or path.is_symlink():
+            if name.startswith(".") or name.endswith(SIDECAR_SUFFIX):
                 continue
-            source = path.relative_to(raw_dir).as_posix()
+            st = path.lstat()
+            source = display_name(path.relative_to(raw_dir).as_posix())
             metadata, error = read_sidecar(path)
             records.append(
                 RawFile(
                     doc_id=doc_id_for(source),
                     source=source,
-                    path=path.resolve(),
-                    size=path.stat().st_size,
-                    sha256=file_sha256(path),
+                    path=path,
+                    size=st.st_size,
+                    sha256=_content_sha256(path, st),
                     metadata=metadata,
                     metadata_error=error,
                 )

@@ -13,11 +13,12 @@ from dataclasses import asdict
 
 from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
 
-PARSE_CACHE_VERSION = 1  # bump when a parser changes its output for the same bytes
+PARSE_CACHE_VERSION = 2  # bump when a parser changes its output for the same bytes (2: hostile-input fixes)
 
 
-def parse_cache_key(sha256: str, ocr_lang: str) -> str:
-    return hashlib.sha256(f"v{PARSE_CACHE_VERSION}\0{ocr_lang}\0{sha256}".encode()).hexdigest()
+def parse_cache_key(sha256: str, ocr_lang: str, suffix: str) -> str:
+    """Content, OCR languages and extension: the same bytes named .txt and .exe parse differently."""
+    return hashlib.sha256(f"v{PARSE_CACHE_VERSION}\0{ocr_lang}\0{suffix.lower()}\0{sha256}".encode()).hexdigest()
 
 
 def outcome_to_json(outcome: ParsedDocument | UnreadableDocument) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import zipfile
 from pathlib import Path
 
 import openpyxl
@@ -26,9 +27,11 @@ def cell_text(value: object) -> str:
     return str(value)
 
 
-# Below this size the workbook is loaded fully so merged cells can be filled down;
-# above it, read-only streaming keeps memory flat and merges are left as Excel stores them.
+# Below these sizes (on disk, and unpacked: a small file can inflate enormously) the workbook
+# is loaded fully so merged cells can be filled down; above them, read-only streaming keeps
+# memory flat and merges are left as Excel stores them.
 FULL_LOAD_MAX_BYTES = 5 * 1024 * 1024
+FULL_LOAD_MAX_UNPACKED_BYTES = 50 * 1024 * 1024
 
 
 def _vertical_fills(ws) -> dict[tuple[int, int], object]:  # type: ignore[no-untyped-def]
@@ -59,11 +62,13 @@ def parse_xlsx(path: Path) -> ParsedDocument:
     heading_path = (sheet name,), rows folded with the sheet's header row.
 
     data_only returns the values Excel last calculated instead of formulas. Files up to
-    5 MB are loaded fully so that a vertically merged cell (a group label spanning rows,
-    very common in Chinese office sheets) is repeated in each row it covers; larger
-    files are streamed read-only, where merge ranges are not available.
+    5 MB (50 MB unpacked) are loaded fully so that a vertically merged cell (a group
+    label spanning rows, very common in Chinese office sheets) is repeated in each row it
+    covers; larger files are streamed read-only, where merge ranges are not available.
     """
-    read_only = path.stat().st_size > FULL_LOAD_MAX_BYTES
+    with zipfile.ZipFile(path) as package:
+        unpacked = sum(info.file_size for info in package.infolist())
+    read_only = path.stat().st_size > FULL_LOAD_MAX_BYTES or unpacked > FULL_LOAD_MAX_UNPACKED_BYTES
     workbook = openpyxl.load_workbook(str(path), read_only=read_only, data_only=True)
     builder = BlockBuilder()
     notes: list[str] = []
@@ -86,5 +91,4 @@ def parse_xlsx(path: Path) -> ParsedDocument:
         page_count=len(names),
         title=title,
         warnings=notes,
-        fallback_title=path.stem,
     )

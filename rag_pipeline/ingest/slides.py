@@ -110,5 +110,4 @@ def parse_pptx(path: Path) -> ParsedDocument:
         page_count=slide_count,
         title=builder.first_heading or core_title or None,
         warnings=notes,
-        fallback_title=path.stem,
     )

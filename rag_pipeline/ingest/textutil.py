@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 
@@ -87,3 +88,9 @@ def has_words(text: str) -> bool:
 def split_paragraphs(text: str) -> list[str]:
     """Split on blank lines; stripped, non-empty pieces."""
     return [p.strip() for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
+
+
+def display_name(name: str) -> str:
+    """A file name as valid UTF-8 text: name bytes that are not UTF-8 (which Python keeps as
+    lone surrogates, and Arrow and hashing refuse) become ``\\xNN`` escapes."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")

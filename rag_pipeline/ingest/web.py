@@ -56,6 +56,10 @@ _BLOCK_TAGS = {
     "header", "footer", "nav", "aside", "li", "pre", "h1", "h2", "h3", "h4", "h5", "h6",
 }
 _HEADINGS = {f"h{i}": i for i in range(1, 7)}
+# Real pages nest at most ~20 elements deep. Below this depth content is read as plain text:
+# recursing further would hit Python's recursion limit, and the boilerplate test (a scan of
+# the subtree) at every level makes a 100k-deep chain of <div>s quadratic.
+_MAX_DEPTH = 100
 _BR = "\u2028"  # marks <br> in the flow buffer; never present in collapsed source text
 _CJK_NEWLINE = re.compile(f"(?<=[{CJK_CLASS}])[ \\t\\r]*\\n\\s*(?=[{CJK_CLASS}])")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_\-:.]+)""", re.I)
@@ -165,7 +169,7 @@ class _Walker:
             if text:
                 self.builder.add(text, self.kind[-1])
 
-    def walk(self, node: Tag) -> None:
+    def walk(self, node: Tag, depth: int = 0) -> None:
         for child in node.children:
             if isinstance(child, (Comment, Doctype, Declaration, ProcessingInstruction)):
                 continue
@@ -175,7 +179,12 @@ class _Walker:
             if not isinstance(child, Tag):
                 continue
             name = (child.name or "").lower()
-            if name in _DROP_TAGS or _is_boilerplate(child, self.drop_by_class):
+            if name in _DROP_TAGS:
+                continue
+            if depth >= _MAX_DEPTH:
+                self.buffer.append(child.get_text(" "))
+                continue
+            if _is_boilerplate(child, self.drop_by_class):
                 continue
             if name == "br":
                 self.buffer.append(_BR)
@@ -198,15 +207,15 @@ class _Walker:
             elif name == "li":
                 self.flush()
                 self.kind.append("list_item")
-                self.walk(child)
+                self.walk(child, depth + 1)
                 self.flush()
                 self.kind.pop()
             elif name in _BLOCK_TAGS:
                 self.flush()
-                self.walk(child)
+                self.walk(child, depth + 1)
                 self.flush()
             else:
-                self.walk(child)
+                self.walk(child, depth + 1)
 
 
 def _declared_charset(data: bytes) -> str | None:
@@ -246,5 +255,4 @@ def parse_html(path: Path) -> ParsedDocument:
         parser="beautifulsoup",
         title=first_h1 or page_title or builder.first_heading,
         warnings=encoding_notes(encoding),
-        fallback_title=path.stem,
     )

@@ -58,15 +58,22 @@ def _body_items(el) -> Iterator:  # type: ignore[no-untyped-def]
             yield from _body_items(child)
 
 
-def _style_chain(par: Paragraph) -> list:  # type: ignore[type-arg]
+def _style_chain(par: Paragraph, chains: dict) -> list:  # type: ignore[type-arg]
+    """The paragraph's style and its bases, memoized in ``chains`` by style id: python-docx
+    resolves a paragraph without an explicit style by scanning every style of the document,
+    which made a long document of plain paragraphs take minutes."""
+    key = par._p.style
+    if key in chains:
+        return chains[key]
     chain, style = [], None
     try:
         style = par.style
     except Exception:  # dangling style id
-        return chain
+        style = None
     while style is not None and len(chain) < 8:
         chain.append(style)
         style = style.base_style
+    chains[key] = chain
     return chain
 
 
@@ -83,7 +90,7 @@ def _outline_level(ppr) -> int | None:  # type: ignore[no-untyped-def]
     return level + 1 if level < 9 else None  # 9 = body text
 
 
-def _heading_level(par: Paragraph) -> int | None:
+def _heading_level(par: Paragraph, chains: dict) -> int | None:
     """0 for a Title, 1-9 for a heading, None for body text.
 
     Recognised by style name (English or Chinese "标题 N", including base styles) or by
@@ -93,7 +100,7 @@ def _heading_level(par: Paragraph) -> int | None:
     direct = _outline_level(par._p.pPr)
     if direct is not None:
         return direct
-    for style in _style_chain(par):
+    for style in _style_chain(par, chains):
         name = (style.name or "").strip()
         if name.lower() == "title" or name == "标题":
             return 0
@@ -125,11 +132,11 @@ def _formatted_heading_level(par: Paragraph, text: str) -> int | None:
     return 1 if size >= 20 else 2
 
 
-def _is_list_item(par: Paragraph) -> bool:
+def _is_list_item(par: Paragraph, chains: dict) -> bool:
     ppr = par._p.pPr
     if ppr is not None and ppr.find(qn("w:numPr")) is not None:
         return True
-    for style in _style_chain(par):
+    for style in _style_chain(par, chains):
         if (style.name or "").lower().startswith("list"):
             return True
         spp = style.element.pPr
@@ -192,6 +199,7 @@ def parse_docx(path: Path) -> ParsedDocument:
     parent = document._body
     builder = BlockBuilder()
     title: str | None = None
+    chains: dict = {}
     for item in _body_items(body):
         if item.tag == qn("w:tbl"):
             builder.add_table(_table_rows(item, parent))
@@ -200,15 +208,15 @@ def parse_docx(path: Path) -> ParsedDocument:
         text = squash(par.text)
         if not text:
             continue
-        level = _heading_level(par)
-        if level is None and not _is_list_item(par):
+        level = _heading_level(par, chains)
+        if level is None and not _is_list_item(par, chains):
             level = _formatted_heading_level(par, text)
         if level == 0:
             title = title or text
             builder.add(text, "title")
         elif level is not None:
             builder.heading(text, level)
-        elif _is_list_item(par):
+        elif _is_list_item(par, chains):
             builder.add(par.text, "list_item")
         else:
             builder.add(par.text)
@@ -221,5 +229,4 @@ def parse_docx(path: Path) -> ParsedDocument:
         parser="python-docx",
         title=title or builder.first_heading or core_title,
         warnings=notes,
-        fallback_title=path.stem,
     )

@@ -1,8 +1,9 @@
 """Refuse or answer: an extractive answer built only from retrieved chunks, always cited.
 
-Refusal uses two pieces of evidence that do not depend on a model's absolute cosine scale
-(e5 scores unrelated text ≈ 0.83): how many query terms the best keyword hits contain, and
-how far the best dense hit stands above the query's similarity to the corpus at large.
+Refusal uses evidence that does not depend on a model's absolute cosine scale (e5 scores
+unrelated text ≈ 0.83): whether the question names a code (X-3000, E-99) that no indexed chunk
+contains, how many query terms the best keyword hits contain, and how far the best dense hit
+stands above the query's similarity to the corpus at large.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class RefusalPolicy:
 
     min_lexical_coverage: float = 0.45  # idf-weighted share of query terms found in one keyword hit
     min_dense_margin: float = 0.10  # best dense cosine minus the query's median cosine to the corpus
+    refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no indexed chunk contains
 
 
 MAX_CANDIDATE_SENTENCES = 40  # bounds the per-answer encode cost
@@ -64,6 +66,8 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
     """None when the evidence supports answering, else a sentence saying why not."""
     if evidence["candidates"] == 0:
         return "no document you may read matches this question"
+    if policy.refuse_unknown_identifiers and evidence.get("unknown_identifiers"):
+        return f"no indexed document mentions {', '.join(evidence['unknown_identifiers'])}"
     if evidence["lexical_coverage"] >= policy.min_lexical_coverage:
         return None
     if evidence["dense_margin"] >= policy.min_dense_margin:

@@ -16,11 +16,12 @@ import numpy as np
 import pyarrow as pa
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, load_encoder
+from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, encoder_for
 from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, refusal_reason, select_sentences
 from rag_pipeline.query.filters import SERVED_STATUS, Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
-from rag_pipeline.query.fusion import coverage_weight, is_code_term, rrf, same_language
+from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
+from rag_pipeline.text import is_code_term, is_identifier, search_tokens
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
 from rag_pipeline.query.rerank import rerank as rerank_hits
@@ -124,13 +125,14 @@ class RagIndex:
         settings = settings or Settings()
         lake = Lake(Path(lake_dir) if lake_dir else settings.lake_dir)
         manifest = lake.read_manifest()
-        encoder = load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size)
+        encoder = encoder_for(settings)
         recorded = manifest["model"]
         if recorded["key"] != encoder.identity.key:
             raise ModelMismatchError(
                 f"the index in {lake.lake_dir} was built with model {recorded['name']} "
-                f"(key {recorded['key']}) but {encoder.identity.name} (key {encoder.identity.key}) is "
-                "configured; set RAG_EMBEDDING_MODEL to the index's model or re-index with the new one"
+                f"({recorded.get('precision', 'fp32')}, key {recorded['key']}) but {encoder.identity.name} "
+                f"({encoder.identity.precision}, key {encoder.identity.key}) is configured; set "
+                "RAG_EMBEDDING_MODEL / RAG_EMBEDDING_PRECISION to the index's or re-index with the new one"
             )
         rerank = rerank or RerankSettings.from_env()
         return cls(
@@ -167,7 +169,7 @@ class RagIndex:
         rankings: dict[str, list[tuple[str, float]]] = {}
         hybrid = mode.startswith("hybrid")
         if hybrid or mode == "vector":
-            dense = dense_arm(self.chunks, query_vec, predicate, depth)
+            dense = dense_arm(self.chunks, query_vec, predicate, depth, self.manifest.get("vector_index"))
             rankings["dense"] = [(r["chunk_id"], r["score"]) for r in dense]
             rows.update((r["chunk_id"], r) for r in dense)
         if hybrid or mode == "keyword":
@@ -230,8 +232,10 @@ class RagIndex:
         sims = self._background_vectors() @ query_vec
         median = float(np.median(sims)) if len(sims) else top_cos
         spread = float(np.std(sims)) if len(sims) > 1 else 0.0
+        unknown = sorted({t for t in search_tokens(query) if is_identifier(t) and not doc_freq.get(t)})
         return {
             "candidates": len(rows),
+            "unknown_identifiers": unknown,
             "lexical_coverage": round(coverage, 3),
             "dense_top": round(top_cos, 4),
             "dense_background": round(median, 4),

@@ -56,11 +56,6 @@ def rrf(
     return sorted(fused.values(), key=lambda h: (-h.score, h.chunk_id))
 
 
-def is_code_term(term: str) -> bool:
-    """A term that reads the same in every language: it contains a digit (E-71, 2019, x2000)."""
-    return any(ch.isdigit() for ch in term)
-
-
 def same_language(query_language: str, chunk_language: str) -> bool:
     """Languages as ingest.language tags them; mixed or undetermined text is compatible with all."""
     return query_language == chunk_language or bool({query_language, chunk_language} & {"mixed", "und"})

@@ -7,22 +7,24 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rag_pipeline.store.ann import EXACT
 from rag_pipeline.store.schema import SEARCH_TEXT_COLUMN
 from rag_pipeline.text import search_tokens
 
 RESULT_COLUMNS = ["chunk_id", "doc_id", "source", "title", "page", "heading_path", "text", "language", SEARCH_TEXT_COLUMN]
 
 
-def dense_arm(table, query_vector: np.ndarray, where: str, limit: int) -> list[dict]:
-    """Cosine nearest neighbours; `score` is the cosine similarity (1 - distance)."""
-    rows = (
-        table.search(query_vector.astype(np.float32), vector_column_name="vector")
-        .metric("cosine")
-        .where(where, prefilter=True)
-        .select([*RESULT_COLUMNS, "_distance"])
-        .limit(limit)
-        .to_list()
-    )
+def dense_arm(table, query_vector: np.ndarray, where: str, limit: int, vector_index: dict | None = None) -> list[dict]:
+    """Cosine nearest neighbours; `score` is the cosine similarity (1 - distance).
+
+    `vector_index` is the manifest's plan (store.ann): with an ANN index, search it as planned;
+    partitions beyond `nprobes` are scanned only when the filter leaves too few rows (no cap).
+    """
+    search = table.search(query_vector.astype(np.float32), vector_column_name="vector").metric("cosine")
+    if vector_index and vector_index["kind"] != EXACT:
+        search = search.minimum_nprobes(vector_index["nprobes"]).maximum_nprobes(0)
+        search = search.refine_factor(vector_index["refine_factor"])
+    rows = search.where(where, prefilter=True).select([*RESULT_COLUMNS, "_distance"]).limit(limit).to_list()
     for row in rows:
         row["score"] = 1.0 - float(row.pop("_distance"))
     return rows

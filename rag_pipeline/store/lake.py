@@ -12,21 +12,32 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS
+from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 
 from rag_pipeline.store import schema as s
+from rag_pipeline.store.ann import EXACT, AnnPolicy, vector_index_plan
 
 MANIFEST_NAME = "index_manifest.json"  # the served generation
 REFUSAL_POLICY_NAME = "refusal_policy.json"  # thresholds fitted by `rag calibrate`, per model
 GENERATIONS_DIR = "generations"  # one immutable manifest per staged generation
 PROMOTION_LOG = "promotions.jsonl"  # append-only: which generation was served when
 PUBLISHED_TABLES = (s.DOCUMENTS, s.CHUNKS, s.QUARANTINE)
+# The lifecycle/ACL columns every search pre-filters on (query.filters): indexed, the filter costs
+# both arms almost nothing (bench/scale.py, 100k chunks: keyword arm p50 18 -> 9 ms)
+FILTER_INDEXES = {
+    "status": Bitmap,
+    "security_level": Bitmap,
+    "department": Bitmap,
+    "access_groups": LabelList,
+    "owner": BTree,
+}
 
 
 class IndexNotFoundError(FileNotFoundError):
@@ -110,9 +121,11 @@ class Lake:
         model: dict,
         run_id: str | None,
         stats: dict | None = None,
+        ann_policy: AnnPolicy = AnnPolicy(),
     ) -> dict:
         """Write the tables as new versions and record them as a new, not yet served, generation."""
         versions = {}
+        vector_index = {"kind": EXACT, "rows": chunks.num_rows}
         for name, table in ((s.DOCUMENTS, documents), (s.CHUNKS, chunks), (s.QUARANTINE, quarantine)):
             written = self.db.create_table(name, data=table, schema=table.schema, mode="overwrite")
             if name == s.CHUNKS and table.num_rows:
@@ -128,6 +141,9 @@ class Lake:
                     ),
                     replace=True,
                 )
+                for column, index in FILTER_INDEXES.items():
+                    written.create_index(column, config=index(), replace=True)
+                vector_index = self._index_vectors(written, chunks.num_rows, ann_policy)
             versions[name] = written.version
         existing = [g["generation"] for g in self.list_generations()]
         manifest = {
@@ -141,10 +157,23 @@ class Lake:
                 "chunks": chunks.num_rows,
                 "quarantined": quarantine.num_rows,
             },
+            "vector_index": vector_index,  # how readers search the vectors (store.ann)
             "stats": stats or {},
         }
         self._write_json(self._generation_path(manifest["generation"]), manifest)
         return manifest
+
+    @staticmethod
+    def _index_vectors(table, n_rows: int, policy: AnnPolicy) -> dict:
+        """Build the ANN index the policy asks for (none below its threshold); the plan, timed."""
+        plan = vector_index_plan(n_rows, policy)
+        if plan["kind"] == EXACT:
+            return plan
+        started = time.perf_counter()
+        table.create_index(
+            "vector", config=IvfSq(distance_type=plan["metric"], num_partitions=plan["num_partitions"]), replace=True
+        )
+        return {**plan, "build_s": round(time.perf_counter() - started, 2)}
 
     def promote(self, generation: int) -> dict:
         """Make a staged (or older) generation the one queries read: one atomic file swap."""

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 
 from rag_pipeline.chunking import HEADING_SEPARATOR, Chunk
+from rag_pipeline.ingest.textutil import display_name
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import RawFile
 from rag_pipeline.ingest.triage import QuarantineRecord
@@ -59,7 +60,7 @@ def documents_table(
                 "size": raw.size,
                 "format": doc.format,
                 "parser": doc.parser,
-                "title": raw.metadata.title or doc.title or raw.path.stem,
+                "title": raw.metadata.title or doc.title or display_name(raw.path.stem),
                 "language": raw.metadata.language or doc.language,
                 "page_count": doc.page_count,
                 "ocr_used": doc.ocr_used,

@@ -95,10 +95,10 @@ def test_smoke_eval_on_tiny_xquad_subset(tmp_path, capsys):
 
     # the second run finds the cached lake: same folder, no new generation
     from rag_pipeline.config import Settings
-    from rag_pipeline.embedding.encoder import load_encoder
+    from rag_pipeline.embedding.encoder import encoder_for
 
     s = Settings()
-    encoder = load_encoder(s.embedding_model, str(s.model_cache_dir), s.embed_batch_size)
+    encoder = encoder_for(s)
     lake_dir = build_index(load_beir(data), encoder, s, cache, progress=False)
     assert str(lake_dir) == results[0]["lake"]
     assert len(Lake(lake_dir).list_generations()) == 1

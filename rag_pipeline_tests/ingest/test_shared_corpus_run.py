@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import shutil
-from pathlib import Path
 
 import pytest
 

@@ -5,8 +5,7 @@ language than the question counts only its codes and numbers (P1, E-71, R-500): 
 mean the same in both languages.
 """
 
-from rag_pipeline.query.fusion import is_code_term
-from rag_pipeline.text import search_tokens
+from rag_pipeline.text import is_code_term, search_tokens
 
 
 def _rank(hits, source):

@@ -1,0 +1,97 @@
+"""ANN index policy: pure plan, and a real LanceDB table where stage() builds the index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from rag_pipeline.query.answer import RefusalPolicy
+from rag_pipeline.query.api import RagIndex
+from rag_pipeline.query.filters import Principal
+from rag_pipeline.store import schema as s
+from rag_pipeline.store.ann import DEFAULT_MIN_ROWS, EXACT, INDEX_TYPE, MIN_TRAINABLE_ROWS, AnnPolicy, vector_index_plan
+from rag_pipeline.store.lake import Lake
+
+DIM, ROWS, CLUSTERS = 64, 4_000, 40
+
+
+def test_small_tables_stay_exact_large_ones_get_a_sane_ivf_plan():
+    policy = AnnPolicy()
+    assert vector_index_plan(DEFAULT_MIN_ROWS - 1, policy) == {"kind": EXACT, "rows": DEFAULT_MIN_ROWS - 1}
+    plan = vector_index_plan(1_000_000, policy)
+    assert plan["kind"] == INDEX_TYPE and plan["metric"] == "cosine" and plan["num_partitions"] == 1_000
+    assert 1 <= plan["nprobes"] <= plan["num_partitions"] and plan["refine_factor"] >= 1
+    # a threshold set below what an IVF index can train on still leaves tiny tables exact
+    assert vector_index_plan(MIN_TRAINABLE_ROWS - 1, AnnPolicy(min_rows=0))["kind"] == EXACT
+    assert vector_index_plan(MIN_TRAINABLE_ROWS, AnnPolicy(min_rows=0, nprobes=500))["nprobes"] == 32  # <= partitions
+    with pytest.raises(ValueError):
+        AnnPolicy(refine_factor=0)
+
+
+class _Vectors:
+    """Query encoder stand-in: the test's query vectors by name."""
+
+    def __init__(self, vectors):
+        self.vectors = vectors
+
+    def encode_query(self, text):
+        return self.vectors[text]
+
+
+def _corpus(rng) -> tuple[pa.Table, pa.Table, np.ndarray]:
+    centroids = rng.standard_normal((CLUSTERS, DIM))
+    vectors = centroids[rng.integers(0, CLUSTERS, ROWS)] + 0.5 * rng.standard_normal((ROWS, DIM))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    words = np.array(["alpha", "beta", "gamma", "delta", "omega", "sigma"])
+    groups = rng.choice(["all-staff", "finance", "hr"], ROWS, p=[0.6, 0.25, 0.15])
+    text = [" ".join(rng.choice(words, 5)) for _ in range(ROWS)]
+    columns = {
+        "chunk_id": [f"c{i}" for i in range(ROWS)],
+        "doc_id": [f"d{i // 4}" for i in range(ROWS)],
+        "title": ["t"] * ROWS,
+        "text": text,
+        s.SEARCH_TEXT_COLUMN: text,
+        "language": ["en"] * ROWS,
+        "status": rng.choice(["published", "draft"], ROWS, p=[0.9, 0.1]),
+        "security_level": rng.choice(["public", "internal", "secret"], ROWS, p=[0.4, 0.4, 0.2]),
+        "access_groups": [[g] for g in groups],
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), DIM),
+    }
+    schema = s.chunks_schema(DIM)
+    chunks = pa.table({f.name: columns.get(f.name, pa.nulls(ROWS, f.type)) for f in schema}, schema=schema)
+    empty = lambda schema: pa.table({f.name: pa.nulls(0, f.type) for f in schema}, schema=schema)  # noqa: E731
+    return chunks, empty(s.documents_schema()), vectors
+
+
+def test_stage_builds_the_ann_index_and_filtered_search_keeps_recall_and_permissions(tmp_path):
+    rng = np.random.default_rng(3)
+    chunks, documents, vectors = _corpus(rng)
+    lake = Lake(tmp_path)
+    stage = lambda policy: lake.stage(  # noqa: E731
+        documents, chunks, pa.table({f.name: pa.nulls(0, f.type) for f in s.quarantine_schema()}),
+        model={"name": "test", "key": "test", "dimension": DIM}, run_id="t", ann_policy=policy,
+    )
+    exact = stage(AnnPolicy(min_rows=ROWS + 1))
+    ann = stage(AnnPolicy(min_rows=ROWS))
+    assert exact["vector_index"] == {"kind": EXACT, "rows": ROWS}
+    assert ann["vector_index"]["kind"] == INDEX_TYPE and ann["vector_index"]["num_partitions"] == 63
+    indexed = {c for i in lake.open_published(s.CHUNKS, ann).list_indices() for c in i.columns}
+    assert "vector" in indexed and s.SEARCH_TEXT_COLUMN in indexed
+
+    queries = {f"q{i}": vectors[i] + 0.3 * rng.standard_normal(DIM).astype(np.float32) for i in range(0, ROWS, ROWS // 20)}
+    principal = Principal(groups=("finance",), clearance="internal")  # ~20% of rows visible
+    acl = chunks.select(["status", "security_level", "access_groups"]).to_pylist()
+    visible = np.array([a["status"] == "published" and a["security_level"] != "secret" and "finance" in a["access_groups"] for a in acl])
+    recalls = []
+    for manifest in (exact, ann):
+        index = RagIndex(lake, manifest, _Vectors({**queries, "alpha omega": vectors[0]}), RefusalPolicy())
+        for name, q in queries.items():
+            hits = index.search(name, mode="vector", principal=principal)
+            ids = [int(h.chunk_id[1:]) for h in hits]
+            assert len(ids) == 10 and visible[ids].all()  # the pre-filter holds with the ANN index
+            truth = np.argsort(-np.where(visible, vectors @ (q / np.linalg.norm(q)), -np.inf))[:10]
+            recalls.append(len(set(ids) & set(truth.tolist())) / 10)
+        assert all(visible[int(h.chunk_id[1:])] for h in index.search("alpha omega", mode="hybrid", principal=principal))
+    exact_recall, ann_recall = np.mean(recalls[: len(queries)]), np.mean(recalls[len(queries) :])
+    assert exact_recall >= 0.98 and ann_recall >= 0.9, (exact_recall, ann_recall)
