@@ -31,7 +31,10 @@ E45 = "Error E-45 means the water inlet filter is blocked. Unplug the machine an
 
 
 def hit(chunk_id: str, doc_id: str, source: str, title: str, page: int | None, text: str) -> Hit:
-    return Hit(chunk_id, doc_id, source, title, page, title, text, 0.03, 1, 0.87, 1, 9.1, 1.0)
+    return Hit(
+        chunk_id=chunk_id, doc_id=doc_id, source=source, title=title, page=page, heading_path=title, text=text,
+        language="und", score=0.03, dense_rank=1, dense_score=0.87, keyword_rank=1, keyword_score=9.1, keyword_weight=1.0,
+    )
 
 
 HITS = [

@@ -60,7 +60,7 @@ def make_hits(passages=PASSAGES) -> list:
     return [
         RHit(
             chunk_id=f"c{i}", doc_id=f"d{i}", source=f"doc{i}.md", title=f"Doc {i}", page=i or None,
-            heading_path=heading, text=text, score=1.0 / (61 + i),
+            heading_path=heading, text=text, language="und", score=1.0 / (61 + i),
             dense_rank=i + 1, dense_score=0.9 - i / 100, keyword_rank=n - i, keyword_score=float(n - i),
             keyword_weight=1.0,
         )
