@@ -15,6 +15,9 @@ from rag_pipeline.eval.golden import summarize
 # (false refusals + false answers over all questions): a corpus change that moves the refusal
 # evidence trades one kind for the other, and only a net loss is a regression.
 GATED_METRICS = {"hit@5": 1, "mrr@10": 1, "citation_accuracy": 1, "refusal_error": -1}
+# The refusal evidence is corpus-relative (the dense margin is measured against the corpus's own
+# background), so adding unrelated documents moves borderline questions: it gets twice the slack.
+TOLERANCE_FACTOR = {"refusal_error": 2.0}
 DETAIL_KEYS = ("id", "answerable", "refused", "hit@5", "page_hit@5", "first_expected_rank", "cited_expected", "answer_contains")
 
 
@@ -46,6 +49,7 @@ def compare(current: list[dict], baseline: list[dict], tolerance: float) -> tupl
     for metric, direction in GATED_METRICS.items():
         if now.get(metric) is None or before.get(metric) is None:
             continue
-        if direction * (now[metric] - before[metric]) < -tolerance - 1e-9:  # rates are rounded to 4 places
+        slack = tolerance * TOLERANCE_FACTOR.get(metric, 1.0) + 1e-9  # rates are rounded to 4 places
+        if direction * (now[metric] - before[metric]) < -slack:
             problems.append(f"{metric} {before[metric]:.3f} → {now[metric]:.3f}")
     return problems, now, before

@@ -17,17 +17,26 @@ RESULT_COLUMNS = ["chunk_id", "doc_id", "source", "title", "page", "heading_path
 def dense_arm(table, query_vector: np.ndarray, where: str, limit: int, vector_index: dict | None = None) -> list[dict]:
     """Cosine nearest neighbours; `score` is the cosine similarity (1 - distance).
 
-    `vector_index` is the manifest's plan (store.ann): with an ANN index, search it as planned;
-    partitions beyond `nprobes` are scanned only when the filter leaves too few rows (no cap).
+    `vector_index` is the manifest's plan (store.ann). With an ANN index, a permission filter so
+    narrow that the probed partitions hold fewer than `limit` permitted rows falls back to the
+    exact search over the rows it permits (few by then, so it is fast too).
     """
-    search = table.search(query_vector.astype(np.float32), vector_column_name="vector").metric("cosine")
-    if vector_index and vector_index["kind"] != EXACT:
-        search = search.minimum_nprobes(vector_index["nprobes"]).maximum_nprobes(0)
-        search = search.refine_factor(vector_index["refine_factor"])
-    rows = search.where(where, prefilter=True).select([*RESULT_COLUMNS, "_distance"]).limit(limit).to_list()
+    approximate = bool(vector_index) and vector_index["kind"] != EXACT
+    rows = _nearest(table, query_vector, where, limit, vector_index if approximate else None)
+    if approximate and len(rows) < limit:
+        rows = _nearest(table, query_vector, where, limit, None)
     for row in rows:
         row["score"] = 1.0 - float(row.pop("_distance"))
     return rows
+
+
+def _nearest(table, query_vector: np.ndarray, where: str, limit: int, ann: dict | None) -> list[dict]:
+    search = table.search(query_vector.astype(np.float32), vector_column_name="vector").metric("cosine")
+    if ann:
+        search = search.nprobes(ann["nprobes"]).refine_factor(ann["refine_factor"])
+    else:
+        search = search.bypass_vector_index()
+    return search.where(where, prefilter=True).select([*RESULT_COLUMNS, "_distance"]).limit(limit).to_list()
 
 
 def keyword_arm(table, query: str, where: str, limit: int) -> list[dict]:
