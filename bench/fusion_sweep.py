@@ -67,7 +67,7 @@ def rules():
     yield "plain RRF", lambda q, cid: 1.0
     for t in (0.3, 0.5, 0.7, 1.0):
         yield f"coverage/{t}", lambda q, cid, t=t: coverage_weight(q["coverage"][cid], t)
-    for lam in (0.0, 0.25, 0.5):
+    for lam in (0.25, 0.5):
         yield f"coverage/0.5 × lang {lam}", lambda q, cid, lam=lam: coverage_weight(q["coverage"][cid], 0.5) * (
             1.0 if same_language(q["lang"], q["chunk_lang"][cid]) else lam
         )
