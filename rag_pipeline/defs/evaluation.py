@@ -21,7 +21,7 @@ from rag_pipeline.store.lake import Lake
 REPORTED = (*GATED_METRICS, "false_refusal", "false_answer", "answer_contains")
 
 
-@dg.asset(group_name="quality", kinds={"python"}, owners=OWNERS)
+@dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
 def golden_eval(context: dg.AssetExecutionContext, rag: RagSettingsResource, lancedb_index: dict) -> dict:
     """Golden-set quality of the staged generation (skipped when no golden set fits the corpus)."""
     settings = rag.settings()
