@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 
@@ -61,6 +62,12 @@ def idf_weights(terms: set[str], doc_freq: dict[str, int], n_docs: int) -> dict[
     return {t: math.log(1 + (n_docs - doc_freq.get(t, 0) + 0.5) / (doc_freq.get(t, 0) + 0.5)) for t in terms}
 
 
+@lru_cache(maxsize=256)
+def query_terms(query: str) -> frozenset[str]:
+    """The query's search terms, tokenized once: coverage is computed for up to 100 hits per query."""
+    return frozenset(search_tokens(query))
+
+
 def lexical_coverage(
     query: str, search_text: str, doc_freq: dict[str, int], n_docs: int, only: Callable[[str], bool] | None = None
 ) -> float:
@@ -70,7 +77,7 @@ def lexical_coverage(
     telling terms (stock code) nowhere, so its coverage stays low. `only` counts just the found
     terms it accepts (e.g. codes and numbers), still as a share of the whole query.
     """
-    terms = set(search_tokens(query))
+    terms = query_terms(query)
     if not terms:
         return 0.0
     weights = idf_weights(terms, doc_freq, n_docs)
