@@ -38,9 +38,10 @@ DEPTH = 100
 def collect(index, dataset) -> list[dict]:
     """Per query: both arms' (chunk_id, score) lists plus what the rules need about each chunk."""
     predicate = search_filter(None, None)
-    doc_freq, n_docs = index._term_stats()
+    n_docs = index.manifest["counts"]["chunks"]
     out = []
     for qid, query in dataset.queries.items():
+        doc_freq = index._doc_freq(query)
         vec = index.encoder.encode_query(query)
         dense = dense_arm(index.chunks, vec, predicate, DEPTH)
         keyword = keyword_arm(index.chunks, query, predicate, DEPTH)

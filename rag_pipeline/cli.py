@@ -51,6 +51,11 @@ def cmd_index(args) -> int:
         summary.update({k: v.value for k, v in metadata.items() if k in _SUMMARY_KEYS})
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
+    for event in result.all_events:
+        if event.event_type_value == "STEP_FAILURE":
+            error = event.event_specific_data.error
+            cause = error.cause or error
+            print(f"rag: step {event.step_key} failed: {cause.cls_name}: {cause.message.strip()}", file=sys.stderr)
     failed = [c for c in checks if not c.passed]
     for check in failed:
         print(f"rag: check {check.check_name} failed: {check.description or check.metadata}", file=sys.stderr)
@@ -317,12 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from rag_pipeline.embedding.encoder import ModelMismatchError
-    from rag_pipeline.store.lake import IndexNotFoundError
+    from rag_pipeline.embedding.encoder import ModelLoadError, ModelMismatchError
+    from rag_pipeline.store.lake import IndexNotFoundError, IndexUnreadableError, LakeWriteError
 
     try:
         return args.func(args)
-    except (UserError, IndexNotFoundError, ModelMismatchError, ValueError) as exc:
+    except (UserError, IndexNotFoundError, IndexUnreadableError, LakeWriteError, ModelLoadError, ModelMismatchError, ValueError) as exc:
         print(f"rag: error: {exc}", file=sys.stderr)
         return 2
 

@@ -59,3 +59,23 @@ def sample_index(indexed_sample):
 
     assert indexed_sample["exit_code"] == 0
     return RagIndex.open(indexed_sample["lake"])
+
+
+@pytest.fixture(scope="session")
+def base(tmp_path_factory):
+    """The sample corpus indexed once (real Dagster run); tests that change it work on a copy."""
+    from rag_pipeline_tests.indexing import run_index
+
+    root = tmp_path_factory.mktemp("base")
+    shutil.copytree(SAMPLE, root / "raw")
+    report = run_index(root / "raw", root / "lake")
+    assert report["success"], report
+    return root
+
+
+@pytest.fixture
+def work(base, tmp_path):
+    """A private copy of the indexed base: its raw folder and its lake."""
+    shutil.copytree(base / "raw", tmp_path / "raw")
+    shutil.copytree(base / "lake", tmp_path / "lake")
+    return tmp_path

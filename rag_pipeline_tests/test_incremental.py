@@ -10,28 +10,10 @@ from rag_pipeline.embedding.encoder import ModelMismatchError
 from rag_pipeline.query import RagIndex
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
-from rag_pipeline_tests.conftest import SAMPLE
 from rag_pipeline_tests.indexing import run_index
 
 pytestmark = pytest.mark.slow
 HANDBOOK = "handbook/employee_handbook_en.md"
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    """The sample corpus indexed once; each test works on its own copy of raw folder and lake."""
-    root = tmp_path_factory.mktemp("base")
-    shutil.copytree(SAMPLE, root / "raw")
-    report = run_index(root / "raw", root / "lake")
-    assert report["success"], report
-    return root
-
-
-@pytest.fixture
-def work(base, tmp_path):
-    shutil.copytree(base / "raw", tmp_path / "raw")
-    shutil.copytree(base / "lake", tmp_path / "lake")
-    return tmp_path
 
 
 def _documents(lake):
@@ -159,49 +141,3 @@ def test_opening_an_index_with_another_model_is_refused(work):
     lake._write_json(work / "lake" / "index_manifest.json", manifest)  # injected fault: a foreign index
     with pytest.raises(ModelMismatchError, match="some-other-model.*multilingual-e5-small"):
         RagIndex.open(work / "lake")
-
-
-def test_a_run_killed_during_embedding_loses_nothing(work):
-    """SIGKILL a real `rag index` process in the embedding step, query in between, re-run."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    served = Lake(work / "lake").read_manifest()
-    extra = work / "raw" / "extra"
-    extra.mkdir()
-    for i in range(24):  # enough new text that embedding takes a while
-        (extra / f"memo_{i:02d}.md").write_text(
-            f"# Memo {i}\n\n" + " ".join(f"Item {i}-{j}: the {j}th rule of memo {i} about topic {i * j}." for j in range(40)),
-            encoding="utf-8",
-        )
-    env = {**os.environ, "DAGSTER_HOME": str(work / "home")}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(work / "raw"), "--lake", str(work / "lake"), "-v"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    try:
-        for line in proc.stdout:
-            if "embeddings - STEP_START" in line:
-                break
-        else:
-            pytest.fail("the run ended before the embedding step started")
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL
-
-    lake = Lake(work / "lake")
-    assert lake.read_manifest()["generation"] == served["generation"]  # readers keep the last good one
-    assert RagIndex.open(work / "lake").search("E-45", k=1)[0].source == "products/x2000_datasheet.pdf"
-
-    report = run_index(work / "raw", work / "lake")
-    assert report["success"] and all(report["checks"].values())
-    chunks = lake.published_arrow(s.CHUNKS).to_pylist()
-    assert len({c["chunk_id"] for c in chunks}) == len(chunks)
-    assert len(_documents(work / "lake")) == 13 + 24
-    assert report["lancedb_index"]["added"] == 24

@@ -22,7 +22,7 @@ from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
 from rag_pipeline.store import rows
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import AnnPolicy
-from rag_pipeline.store.lake import Lake, utc_now
+from rag_pipeline.store.lake import IndexUnreadableError, Lake, utc_now
 
 OWNERS = ["team:search-platform"]
 
@@ -169,6 +169,21 @@ def chunks(
     return result
 
 
+def _served_table(context, lake: Lake, name: str, served: dict | None):
+    """The served generation's table to diff against; None when there is none or it is damaged.
+
+    A damaged served generation must not block the run that replaces it: everything is rebuilt
+    from the caches, and only the diff statistics and document versions start afresh.
+    """
+    if not served:
+        return None
+    try:
+        return lake.published_arrow(name, served)
+    except IndexUnreadableError as exc:
+        context.log.error(f"{exc} — building the new generation without it")
+        return None
+
+
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
 def chunk_fingerprints(
     context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: list[Chunk]
@@ -176,9 +191,8 @@ def chunk_fingerprints(
     """chunk_id → sha256 of normalized text, diffed against the published index (new/same/gone)."""
     fingerprints = {c.chunk_id: c.fingerprint for c in chunks}
     lake = Lake(rag.settings().lake_dir)
-    previous: list[str] = []
-    if lake.read_manifest(missing_ok=True):
-        previous = lake.published_arrow(s.CHUNKS).column("fingerprint").to_pylist()
+    served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True))
+    previous = served.column("fingerprint").to_pylist() if served is not None else []
     context.add_output_metadata({"fingerprints": len(set(fingerprints.values())), **rows.fingerprint_diff(fingerprints.values(), previous)})
     return fingerprints
 
@@ -230,7 +244,7 @@ def lancedb_index(
     identity = rag.encoder().identity
     now = utc_now()
     served = lake.read_manifest(missing_ok=True)
-    previous_docs = lake.published_arrow(s.DOCUMENTS, served) if served else None
+    previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
     versions = rows.document_versions(raw_documents, previous_docs)
     counts = Counter(c.doc_id for c in chunks)
     documents = rows.documents_table(raw_documents, parsed_documents, counts, versions, now)

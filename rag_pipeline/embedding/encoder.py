@@ -45,6 +45,10 @@ class ModelIdentity:
         return {**self.__dict__, "key": self.key}
 
 
+class ModelLoadError(RuntimeError):
+    """The configured embedding model cannot be loaded (missing folder, not cached, damaged)."""
+
+
 class ModelMismatchError(RuntimeError):
     """The index was built with a different embedding model than the one configured."""
 
@@ -135,8 +139,15 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    path, built = resolve_model_path(spec, Path(cache_dir))
-    model = SentenceTransformer(path, device="cpu", local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1")
+    try:
+        path, built = resolve_model_path(spec, Path(cache_dir))
+        model = SentenceTransformer(path, device="cpu", local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1")
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"cannot load the embedding model {spec!r} (RAG_EMBEDDING_MODEL): {str(exc).splitlines()[0].rstrip('.')}. "
+            f"Nothing downloads at run time: use {BUILTIN_MODEL!r} (built from an installed package), a local "
+            "sentence-transformers folder, or a hub id already in the local Hugging Face cache"
+        ) from exc
     model = apply_precision(model, precision)
     if built is not None:
         identity = ModelIdentity(

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from pebble import ProcessExpired, ProcessPool
 
+from rag_pipeline.faults import failpoint
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ocr import OcrEngineError
 
@@ -182,6 +183,7 @@ def parse_many(
                 outcomes[key] = _timeout_outcome(timeout_s or 0)
             except ProcessExpired as exc:
                 outcomes[key] = _expired_outcome(exc)
+            failpoint("parse")
     except BaseException:
         pool.stop()  # SIGTERMs busy workers: their process groups die with them
         pool.join()

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,9 +24,11 @@ from rag_pipeline.text import is_code_term, is_identifier, search_tokens
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
 from rag_pipeline.query.rerank import rerank as rerank_hits
-from rag_pipeline.query.retrieve import dense_arm, keyword_arm, lexical_coverage
+from rag_pipeline.query.retrieve import contains_term, dense_arm, keyword_arm, lexical_coverage, query_terms
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
+from rag_pipeline.store.terms import document_frequencies
+from rag_pipeline.store.terms import lookup as lookup_terms
 
 MODES = ("hybrid", "hybrid-rrf", "vector", "keyword")  # hybrid = query-aware fusion; hybrid-rrf = plain RRF
 RRF_K = 60
@@ -106,8 +107,8 @@ class RagIndex:
         self.rerank_top_n = rerank_top_n
         self.chunks = lake.open_published(s.CHUNKS, manifest)
         self._background: np.ndarray | None = None
-        self._doc_freq: Counter | None = None
-        self._n_docs = 0
+        self._n_chunks = manifest["counts"]["chunks"]
+        self._all_terms: dict[str, int] | None = None  # lakes staged before term_stats existed
 
     @classmethod
     def open(
@@ -160,6 +161,11 @@ class RagIndex:
         return hits
 
     def _retrieve(self, query: str, mode: str, k: int, principal: Principal | None, where: str | None, rerank: bool | None = None):
+        """Hits plus what ask() needs; a damaged table surfaces as IndexUnreadableError (with the fix)."""
+        with self.lake.reading(s.CHUNKS, self.manifest):
+            return self._retrieve_unguarded(query, mode, k, principal, where, rerank)
+
+    def _retrieve_unguarded(self, query, mode, k, principal, where, rerank):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         predicate = search_filter(principal, where)
@@ -176,9 +182,10 @@ class RagIndex:
             keyword = keyword_arm(self.chunks, query, predicate, depth)
             rankings["keyword"] = [(r["chunk_id"], r["score"]) for r in keyword]
             rows.update((r["chunk_id"], r) for r in keyword)
+        doc_freq = self._doc_freq(query)
         hit_weights = {}
         if mode == "hybrid" and "keyword" in rankings:
-            hit_weights["keyword"] = self._keyword_weights(query, [rows[cid] for cid, _ in rankings["keyword"]])
+            hit_weights["keyword"] = self._keyword_weights(query, [rows[cid] for cid, _ in rankings["keyword"]], doc_freq)
         fused = rrf(rankings, k=RRF_K, hit_weights=hit_weights)
         use_rerank = rerank if rerank is not None else self.reranker is not None
         hits = SearchResult()
@@ -207,12 +214,12 @@ class RagIndex:
             outcome = rerank_hits(query, hits, self.reranker, self.rerank_top_n, k)
             hits = SearchResult(outcome.hits)
             hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
-        evidence = {**self._evidence(query, query_vec, rankings, rows, predicate), "rerank": hits.rerank_status}
+        evidence = {**self._evidence(query, query_vec, rankings, rows, predicate, doc_freq), "rerank": hits.rerank_status}
         return hits, (query_vec, evidence, rows)
 
-    def _keyword_weights(self, query: str, keyword_rows: list[dict]) -> dict[str, float]:
+    def _keyword_weights(self, query: str, keyword_rows: list[dict], doc_freq: dict[str, int]) -> dict[str, float]:
         """Each keyword hit's say: its idf coverage of the query; across languages, of codes only."""
-        doc_freq, n_docs = self._term_stats()
+        n_docs = self._n_chunks
         query_language = detect_language(query)
         weights = {}
         for row in keyword_rows:
@@ -221,8 +228,8 @@ class RagIndex:
             weights[row["chunk_id"]] = coverage_weight(coverage, KEYWORD_FULL_TRUST_COVERAGE)
         return weights
 
-    def _evidence(self, query, query_vec, rankings, rows, predicate) -> dict:
-        doc_freq, n_docs = self._term_stats()
+    def _evidence(self, query, query_vec, rankings, rows, predicate, doc_freq: dict[str, int]) -> dict:
+        n_docs = self._n_chunks
         keyword_top = [rows[cid] for cid, _ in rankings.get("keyword", [])[:3]]
         coverage = max(
             (lexical_coverage(query, r[s.SEARCH_TEXT_COLUMN], doc_freq, n_docs) for r in keyword_top), default=0.0
@@ -232,7 +239,10 @@ class RagIndex:
         sims = self._background_vectors() @ query_vec
         median = float(np.median(sims)) if len(sims) else top_cos
         spread = float(np.std(sims)) if len(sims) > 1 else 0.0
-        unknown = sorted({t for t in search_tokens(query) if is_identifier(t) and not doc_freq.get(t)})
+        unknown = sorted(
+            t for t in set(search_tokens(query))
+            if is_identifier(t) and not (doc_freq.get(t) and contains_term(self.chunks, t, predicate))
+        )  # "no document mentions X" must speak of what the principal may read, or it leaks that X exists
         return {
             "candidates": len(rows),
             "unknown_identifiers": unknown,
@@ -243,13 +253,15 @@ class RagIndex:
             "dense_z": round((top_cos - float(np.mean(sims))) / spread, 3) if spread else 0.0,
         }
 
-    def _term_stats(self) -> tuple[dict[str, int], int]:
-        """Document frequency of every search term over the published chunks (for idf weights)."""
-        if self._doc_freq is None:
-            column = self.chunks.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN]).column(0).to_pylist()
-            self._doc_freq = Counter(t for text in column for t in set(text.split()))
-            self._n_docs = len(column)
-        return self._doc_freq, self._n_docs
+    def _doc_freq(self, query: str) -> dict[str, int]:
+        """Chunks holding each of the query's terms (idf weights), from the generation's term_stats."""
+        terms = query_terms(query)
+        if s.TERM_STATS in self.manifest["table_versions"]:
+            return lookup_terms(self.lake.open_published(s.TERM_STATS, self.manifest).to_lance(), terms)
+        if self._all_terms is None:
+            counted = document_frequencies(self.chunks.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN]).column(0))
+            self._all_terms = dict(zip(counted.column("term").to_pylist(), counted.column("df").to_pylist()))
+        return {t: self._all_terms[t] for t in terms if t in self._all_terms}
 
     def _background_vectors(self) -> np.ndarray:
         """A deterministic sample of published chunk vectors: the query's 'unrelated text' baseline."""

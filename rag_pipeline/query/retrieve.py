@@ -57,6 +57,12 @@ def keyword_arm(table, query: str, where: str, limit: int) -> list[dict]:
     return rows
 
 
+def contains_term(table, term: str, where: str) -> bool:
+    """Whether any chunk the filter admits holds this exact search term (the index splits on spaces)."""
+    hits = table.search(term, query_type="fts", fts_columns=SEARCH_TEXT_COLUMN).where(where, prefilter=True)
+    return any(term in row[SEARCH_TEXT_COLUMN].split() for row in hits.select([SEARCH_TEXT_COLUMN]).limit(20).to_list())
+
+
 def idf_weights(terms: set[str], doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
     """BM25's idf; a term the corpus never saw gets the highest weight (it is the most telling)."""
     return {t: math.log(1 + (n_docs - doc_freq.get(t, 0) + 0.5) / (doc_freq.get(t, 0) + 0.5)) for t in terms}

@@ -9,10 +9,14 @@ versions, so rolling back is promoting an older generation's manifest again.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,8 +25,10 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 
+from rag_pipeline.faults import failpoint
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import EXACT, AnnPolicy, vector_index_plan
+from rag_pipeline.store.terms import document_frequencies
 
 MANIFEST_NAME = "index_manifest.json"  # the served generation
 REFUSAL_POLICY_NAME = "refusal_policy.json"  # thresholds fitted by `rag calibrate`, per model
@@ -44,6 +50,38 @@ class IndexNotFoundError(FileNotFoundError):
     """No published index in this lake folder yet."""
 
 
+class LakeWriteError(OSError):
+    """The lake could not be written (disk full, permissions, ...); nothing was promoted."""
+
+
+class IndexUnreadableError(RuntimeError):
+    """A table of a generation cannot be read (files missing or damaged)."""
+
+
+_WRITE_HINTS = {
+    errno.ENOSPC: "the disk is full: free space or point RAG_LAKE_DIR at a larger disk",
+    errno.EDQUOT: "the disk quota is used up: free space or point RAG_LAKE_DIR elsewhere",
+    errno.EACCES: "this user may not write there: fix the folder's permissions or point RAG_LAKE_DIR elsewhere",
+    errno.EPERM: "this user may not write there: fix the folder's permissions or point RAG_LAKE_DIR elsewhere",
+    errno.EROFS: "the file system is mounted read-only: point RAG_LAKE_DIR at a writable one",
+    errno.EFBIG: "a file-size limit (ulimit -f) stopped the write: raise it for the indexing user",
+    errno.ENOTDIR: "a file stands where the lake expects a folder: move it or point RAG_LAKE_DIR elsewhere",
+}
+
+
+def os_errno(exc: BaseException) -> int | None:
+    """The OS error behind an exception, also when LanceDB (Rust) reports it as text."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    found = re.search(r"os error (\d+)", str(exc))
+    return int(found.group(1)) if found else None
+
+
+def _from_lance(exc: BaseException) -> bool:
+    text = f"{type(exc).__module__} {exc}".lower()
+    return "lance" in text or "not found" in text or os_errno(exc) is not None
+
+
 def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -57,9 +95,43 @@ class Lake:
     def db(self):
         """Connected lazily: opening a lake to read must not create its folder."""
         if self._db is None:
-            self.lake_dir.mkdir(parents=True, exist_ok=True)
+            with self.writing("create the lake folder"):
+                self.lake_dir.mkdir(parents=True, exist_ok=True)
             self._db = lancedb.connect(str(self.lake_dir))
         return self._db
+
+    @contextmanager
+    def writing(self, what: str) -> Iterator[None]:
+        """Turn a failed write into one actionable error that says what still serves."""
+        try:
+            yield
+        except LakeWriteError:
+            raise
+        except (OSError, RuntimeError) as exc:
+            hint = _WRITE_HINTS.get(os_errno(exc) or 0, "")
+            try:
+                served = self.read_manifest(missing_ok=True)
+            except (OSError, ValueError):
+                served = None
+            still = f"generation {served['generation']} keeps serving" if served else "no generation was served yet"
+            cause = str(exc).splitlines()[0][:300]
+            raise LakeWriteError(
+                f"cannot {what} in the lake {self.lake_dir}: {cause}" + (f" — {hint}" if hint else "") + f". Nothing was promoted: {still}."
+            ) from exc
+
+    @contextmanager
+    def reading(self, name: str, manifest: dict) -> Iterator[None]:
+        """Turn an unreadable table of a generation into one actionable error."""
+        try:
+            yield
+        except (OSError, RuntimeError, ValueError) as exc:
+            if isinstance(exc, IndexUnreadableError) or not _from_lance(exc):
+                raise
+            raise IndexUnreadableError(
+                f"table {name} of generation {manifest['generation']} in {self.lake_dir} cannot be read "
+                f"({str(exc).splitlines()[0][:300].rstrip('.')}). Serve the previous generation with `rag generations rollback`, "
+                "or run `rag index` to write a new generation from the caches"
+            ) from exc
 
     # --- embedding cache -------------------------------------------------------------------
 
@@ -107,10 +179,11 @@ class Lake:
 
     def _insert_new(self, name: str, table: pa.Table) -> None:
         """Insert rows whose cache_key is new; an existing key is never rewritten (content-addressed)."""
-        if name not in self._tables():
-            self.db.create_table(name, data=table, schema=table.schema)
-            return
-        self.db.open_table(name).merge_insert("cache_key").when_not_matched_insert_all().execute(table)
+        with self.writing(f"add {table.num_rows} rows to {name}"):
+            if name not in self._tables():
+                self.db.create_table(name, data=table, schema=table.schema)
+                return
+            self.db.open_table(name).merge_insert("cache_key").when_not_matched_insert_all().execute(table)
 
     def stage(
         self,
@@ -124,6 +197,10 @@ class Lake:
         ann_policy: AnnPolicy = AnnPolicy(),
     ) -> dict:
         """Write the tables as new versions and record them as a new, not yet served, generation."""
+        with self.writing("stage a new generation"):
+            return self._stage(documents, chunks, quarantine, model=model, run_id=run_id, stats=stats, ann_policy=ann_policy)
+
+    def _stage(self, documents, chunks, quarantine, *, model, run_id, stats, ann_policy) -> dict:
         versions = {}
         vector_index = {"kind": EXACT, "rows": chunks.num_rows}
         for name, table in ((s.DOCUMENTS, documents), (s.CHUNKS, chunks), (s.QUARANTINE, quarantine)):
@@ -145,6 +222,13 @@ class Lake:
                     written.create_index(column, config=index(), replace=True)
                 vector_index = self._index_vectors(written, chunks.num_rows, ann_policy)
             versions[name] = written.version
+            if name == s.DOCUMENTS:
+                failpoint("lancedb_write")
+        terms = document_frequencies(chunks.column(s.SEARCH_TEXT_COLUMN))
+        written = self.db.create_table(s.TERM_STATS, data=terms, schema=terms.schema, mode="overwrite")
+        if terms.num_rows:
+            written.create_index("term", config=BTree(), replace=True)
+        versions[s.TERM_STATS] = written.version
         existing = [g["generation"] for g in self.list_generations()]
         manifest = {
             "generation": max(existing, default=0) + 1,
@@ -182,15 +266,27 @@ class Lake:
             known = [g["generation"] for g in self.list_generations()]
             raise ValueError(f"no generation {generation} in {self.lake_dir}; known: {known}")
         manifest = {**json.loads(path.read_text(encoding="utf-8")), "promoted_at": utc_now()}
-        self._write_json(self.lake_dir / MANIFEST_NAME, manifest)
-        with (self.lake_dir / PROMOTION_LOG).open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"generation": generation, "at": manifest["promoted_at"]}) + "\n")
+        served = self.read_manifest(missing_ok=True)
+        history = self.promotion_history()
+        if served and (not history or history[-1] != served["generation"]):
+            # a crash between swap and log lost the served generation's entry: restore it first
+            self._log_promotion(served["generation"], served.get("promoted_at", utc_now()))
+        failpoint("promote")
+        with self.writing(f"promote generation {generation}"):
+            self._write_json(self.lake_dir / MANIFEST_NAME, manifest)
+        failpoint("promote_log")
+        self._log_promotion(generation, manifest["promoted_at"])
         return manifest
+
+    def _log_promotion(self, generation: int, at: str) -> None:
+        with (self.lake_dir / PROMOTION_LOG).open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"generation": generation, "at": at}) + "\n")
 
     def rollback(self) -> dict:
         """Re-promote the generation that was served before the current one."""
         history = self.promotion_history()
-        current = history[-1] if history else None
+        served = self.read_manifest(missing_ok=True)  # the truth, should the log lag behind it
+        current = served["generation"] if served else (history[-1] if history else None)
         previous = next((g for g in reversed(history) if g != current), None)
         if previous is None:
             raise ValueError("nothing to roll back to: only one generation has ever been served")
@@ -258,12 +354,15 @@ class Lake:
     def open_published(self, name: str, manifest: dict | None = None):
         """The table at the version a manifest recorded, immune to concurrent writers."""
         manifest = manifest or self.read_manifest()
-        table = self.db.open_table(name)
-        table.checkout(manifest["table_versions"][name])
+        with self.reading(name, manifest):
+            table = self.db.open_table(name)
+            table.checkout(manifest["table_versions"][name])
         return table
 
     def published_arrow(self, name: str, manifest: dict | None = None) -> pa.Table:
-        return self.open_published(name, manifest).to_arrow()
+        manifest = manifest or self.read_manifest()
+        with self.reading(name, manifest):
+            return self.open_published(name, manifest).to_arrow()
 
     def _generation_path(self, generation: int) -> Path:
         return self.lake_dir / GENERATIONS_DIR / f"{generation:06d}.json"

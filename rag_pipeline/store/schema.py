@@ -8,6 +8,7 @@ DOCUMENTS = "documents"
 CHUNKS = "chunks"
 QUARANTINE = "quarantine"
 PARSE_CACHE = "parse_cache"
+TERM_STATS = "term_stats"  # search term → chunks holding it, per generation (store.terms)
 SEARCH_TEXT_COLUMN = "search_text"
 
 _ACL_FIELDS = [

@@ -9,21 +9,11 @@ from hypothesis import strategies as st
 from rag_pipeline.ingest.scan import SECURITY_LEVELS
 from rag_pipeline.query.filters import Principal
 from rag_pipeline.store import schema as s
+from rag_pipeline_tests.oracle import may_read
 
 pytestmark = pytest.mark.slow
 
 QUERIES = ["budget 2026", "annual leave", "E-45", "服务器备份", "报销", "R-500 滚刷", "password policy"]
-
-
-def may_read(doc: dict, p: Principal) -> bool:
-    """Oracle, written independently of the SQL predicate it checks."""
-    if doc["status"] != "published":
-        return False
-    if SECURITY_LEVELS.index(doc["security_level"]) > SECURITY_LEVELS.index(p.clearance):
-        return False
-    return bool(set(doc["access_groups"]) & set(p.groups)) or doc["department"] in p.departments or (
-        bool(p.user) and doc["owner"] == p.user
-    )
 
 
 principals = st.builds(

@@ -1,0 +1,40 @@
+"""Document frequency of every search term in a generation, computed once when it is staged.
+
+Query-time weights (idf coverage, unknown identifiers) need the frequency of only the handful
+of terms in a question. Counting all terms in Python on the first query took 22 s and 4 GB at
+1M chunks; counted here in polars at build time and looked up by term, it costs milliseconds.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TERM_STATS_SCHEMA = pa.schema([pa.field("term", pa.string(), nullable=False), pa.field("df", pa.int64())])
+
+
+def document_frequencies(search_text: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """term → number of chunks whose pre-tokenized search text holds it (each chunk counted once)."""
+    import polars as pl
+
+    texts = pl.from_arrow(search_text)
+    if texts.len() == 0:
+        return TERM_STATS_SCHEMA.empty_table()
+    counted = (
+        pl.DataFrame({"term": texts})
+        .select(pl.col("term").str.split(" ").list.unique())
+        .explode("term")
+        .filter(pl.col("term").is_not_null() & (pl.col("term") != ""))
+        .group_by("term")
+        .len("df")
+        .sort("term")
+    )
+    return counted.to_arrow().cast(TERM_STATS_SCHEMA)
+
+
+def lookup(dataset, terms: frozenset[str]) -> dict[str, int]:
+    """Frequencies of `terms` in a lance dataset of TERM_STATS_SCHEMA (a term absent is in no chunk)."""
+    if not terms:
+        return {}
+    quoted = ", ".join("'" + t.replace("'", "''") + "'" for t in sorted(terms))
+    found = dataset.to_table(columns=["term", "df"], filter=f"term IN ({quoted})")
+    return dict(zip(found.column("term").to_pylist(), found.column("df").to_pylist()))
