@@ -56,10 +56,11 @@ class ModelMismatchError(RuntimeError):
 class Encoder:
     """A loaded model plus its identity. Passages are encoded longest-first in batches."""
 
-    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32):
-        self.model = model
+    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None):
+        self.model = model  # the sentence-transformers model: tokenizer, limits, and fp32/bf16/int8 encoding
         self.identity = identity
         self.batch_size = batch_size
+        self.backend = backend  # an OnnxPassageEncoder encodes instead when set (int8-onnx)
 
     def encode_passages(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         if not texts:
@@ -83,6 +84,8 @@ class Encoder:
         return self._encode([self.identity.query_prompt + text], False)[0]
 
     def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
+        if self.backend is not None:
+            return self.backend.encode(texts)
         return np.asarray(
             self.model.encode(
                 texts,
@@ -105,7 +108,7 @@ def resolve_model_path(spec: str, cache_dir: Path) -> tuple[str, dict | None]:
     return spec, None
 
 
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = ("fp32", "bf16", "int8", "int8-onnx")
 
 
 def encoder_for(settings) -> Encoder:
@@ -122,7 +125,7 @@ def apply_precision(model, precision: str):
         raise ValueError(f"embedding precision must be one of {PRECISIONS}, got {precision!r}")
     if precision == "bf16":
         return model.to(torch.bfloat16)
-    if precision == "int8":
+    if precision == "int8":  # int8-onnx keeps the fp32 model for its tokenizer; onnx_backend encodes
         import warnings
 
         with warnings.catch_warnings():
@@ -160,7 +163,22 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
         )
     else:
         identity = _identity_of_any(spec, model)
-    return Encoder(model, replace(identity, precision=precision), batch_size)
+    identity = replace(identity, precision=precision)
+    backend = _onnx_backend(path, Path(cache_dir), identity, model, batch_size) if precision == "int8-onnx" else None
+    return Encoder(model, identity, batch_size, backend)
+
+
+def _onnx_backend(path: str, cache_dir: Path, identity: ModelIdentity, model, batch_size: int):
+    """ONNX Runtime int8 encoder, exported once from the local weights (a minute) and then reused."""
+    from rag_pipeline.embedding.onnx_backend import OnnxPassageEncoder, export_onnx_int8
+
+    if not Path(path, "config.json").is_file():
+        raise ModelLoadError(
+            f"int8-onnx needs the model as a local folder (the built-in one or a path), not {path!r}: "
+            "export reads its weights, and nothing downloads at run time"
+        )
+    onnx_path = export_onnx_int8(Path(path), cache_dir / "onnx" / f"{identity.key}.onnx")
+    return OnnxPassageEncoder(Path(path), onnx_path, int(model.max_seq_length), batch_size)
 
 
 def _identity_of_any(spec: str, model) -> ModelIdentity:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding.encoder import PRECISIONS, apply_precision, load_encoder
+from rag_pipeline.embedding.encoder import PRECISIONS, ModelLoadError, apply_precision, load_encoder
 
 TEXTS = [
     "The X-2000 arm carries a maximum payload of 20 kg.",
@@ -30,7 +30,7 @@ def test_fp32_key_is_unchanged_and_other_precisions_get_their_own():
     assert _encoder("bf16").identity.as_dict()["precision"] == "bf16"
 
 
-@pytest.mark.parametrize("precision,min_cos", [("bf16", 0.99), ("int8", 0.93)])
+@pytest.mark.parametrize("precision,min_cos", [("bf16", 0.99), ("int8", 0.93), ("int8-onnx", 0.99)])
 def test_reduced_precision_vectors_stay_close_to_fp32(precision, min_cos):
     reference = _encoder("fp32").encode_passages(TEXTS)
     vectors = _encoder(precision).encode_passages(TEXTS)
@@ -43,3 +43,21 @@ def test_reduced_precision_vectors_stay_close_to_fp32(precision, min_cos):
 def test_unknown_precision_is_refused():
     with pytest.raises(ValueError, match="precision"):
         apply_precision(object(), "fp8")
+
+
+def test_int8_onnx_is_exported_once_from_the_local_weights_and_encodes_queries_too():
+    encoder = _encoder("int8-onnx")
+    onnx_file = Settings().model_cache_dir / "onnx" / f"{encoder.identity.key}.onnx"
+    assert encoder.backend is not None and onnx_file.is_file()
+    stamp = onnx_file.stat().st_mtime_ns
+    load_encoder.cache_clear()
+    again = _encoder("int8-onnx")
+    assert onnx_file.stat().st_mtime_ns == stamp  # reused, not re-exported
+    query = again.encode_query("What does error E-45 mean?")
+    passages = again.encode_passages(TEXTS)
+    assert int(np.argmax(passages @ query)) == 2  # the E-45 sentence
+
+
+def test_int8_onnx_needs_a_local_model_folder(tmp_path):
+    with pytest.raises(ModelLoadError, match="cannot load the embedding model"):
+        load_encoder(str(tmp_path / "missing"), str(tmp_path), 32, "int8-onnx")
