@@ -69,6 +69,9 @@ class Settings:
         default_factory=lambda: int(os.environ.get("RAG_PARSE_WORKERS") or 0) or os.cpu_count() or 1
     )
     parse_timeout_s: float = field(default_factory=lambda: float(os.environ.get("RAG_PARSE_TIMEOUT_S") or 120))
+    # A parse worker's address space is capped (RAG_PARSE_MEMORY_MB, 0 = no cap): a file that needs
+    # more (a PDF stream that inflates to gigabytes) is quarantined as too_large, not OOM-killing the host.
+    parse_memory_mb: int = field(default_factory=lambda: int(os.environ.get("RAG_PARSE_MEMORY_MB") or 4096))
     max_deletion_fraction: float = 0.5  # a scan missing more than this share of known files stops the run
     allow_mass_deletion: bool = False
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)

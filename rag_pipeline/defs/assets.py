@@ -87,6 +87,7 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
         max_bytes=settings.max_file_bytes,
         workers=settings.parse_workers,
         timeout_s=settings.parse_timeout_s,
+        memory_mb=settings.parse_memory_mb,
     )
     fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
     for raw in raw_documents:

@@ -384,8 +384,12 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
                         try:
                             plumber = plumber or pdfplumber.open(path, password="")
                             tables = _find_tables(plumber.pages[page_no - 1])
+                        except MemoryError:
+                            raise
                         except Exception as exc:  # tables are a bonus; the text is still there
                             notes.append(f"page {page_no}: table detection failed ({type(exc).__name__})")
+                except MemoryError:
+                    raise  # the worker's memory cap: the whole file is too_large (parsers.parse_file)
                 except Exception as exc:  # one broken page must not lose the others
                     reason = f"text extraction failed ({type(exc).__name__})"
                 if reason is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import resource
 import signal
 from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -66,10 +67,14 @@ def ocr_threads_per_worker(workers: int) -> int:
     return max(1, min(4, (os.cpu_count() or 1) // max(1, workers)))
 
 
-def _init_worker(ocr_threads: int) -> None:
+def _init_worker(ocr_threads: int, memory_mb: int | None = None) -> None:
     from rag_pipeline.ingest import pdf
 
     pdf.OCR_WORKERS = ocr_threads
+    if memory_mb:  # allocations past the cap raise MemoryError: the file becomes too_large
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
     os.setpgrp()  # children (tesseract, pdftoppm) join this group: one kill stops them all
 
     def _kill_group(signum, frame):  # noqa: ARG001
@@ -149,6 +154,7 @@ def parse_many(
     timeout_s: float | None = 120.0,
     parse: ParseFn | None = None,
     ocr_threads: int | None = None,
+    memory_mb: int | None = None,
 ) -> dict[str, Outcome]:
     """Parse every ``key -> path`` in worker processes; return ``key -> outcome``.
 
@@ -156,7 +162,8 @@ def parse_many(
     parse one file at a time; a file still running after ``timeout_s`` seconds of its own
     time (queueing does not count) is killed and becomes a ``timeout`` outcome (``None``:
     no limit). ``ocr_threads`` (pages of one scanned PDF OCR'd at once in a worker) defaults
-    to :func:`ocr_threads_per_worker`. ``parse`` replaces :func:`parse_file` (a test seam; it must be picklable,
+    to :func:`ocr_threads_per_worker`. ``memory_mb`` caps each worker's address space (``None``:
+    no cap). ``parse`` replaces :func:`parse_file` (a test seam; it must be picklable,
     i.e. a module-level function or a partial of one). Raises :class:`OcrEngineError` if
     any file hits it, after stopping the pool.
     """
@@ -171,7 +178,7 @@ def parse_many(
     context.set_forkserver_preload(_PRELOAD)
     outcomes: dict[str, Outcome] = {}
     pool = ProcessPool(
-        max_workers=n, initializer=_init_worker, initargs=(ocr_threads or ocr_threads_per_worker(n),), context=context
+        max_workers=n, initializer=_init_worker, initargs=(ocr_threads or ocr_threads_per_worker(n), memory_mb), context=context
     )
     try:
         futures = {key: pool.schedule(_parse_in_worker, args=(Path(path), parse), timeout=timeout_s)

@@ -522,3 +522,39 @@ def test_raw_folder_sensor_signature_survives_hostile_names(tmp_path, case):
     else:
         (Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9.txt")))).write_text("x")
     assert folder_signature(str(tmp_path))
+
+
+def pdf_stream_bomb(path: Path, inflated_mb: int) -> Path:
+    """A 1-page PDF whose ~2 MB content stream inflates to `inflated_mb` of path operators."""
+    comp = zlib.compressobj(9)
+    chunk = b"0 0 m " * (1 << 20)
+    body = b"".join(comp.compress(chunk) for _ in range(inflated_mb // 6)) + comp.flush()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(body) + body + b"\nendstream",
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, obj in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + obj + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(out)
+    return path
+
+
+def test_a_pdf_stream_bomb_hits_the_worker_memory_cap_and_is_quarantined_too_large(tmp_path):
+    """Uncapped, this file grew a parse worker past 1.7 GB and kept going; capped, it fails fast."""
+    bomb = pdf_stream_bomb(tmp_path / "bomb.pdf", 1200)
+    assert bomb.stat().st_size < 3 * 1024 * 1024
+    fine = tmp_path / "fine.txt"
+    fine.write_text("The canteen opens at noon.", encoding="utf-8")
+    started = time.monotonic()
+    outcomes = parse_many({"bomb": bomb, "fine": fine}, ocr_lang="eng", max_bytes=10**8, workers=2, memory_mb=1024)
+    assert isinstance(outcomes["bomb"], UnreadableDocument) and outcomes["bomb"].reason == "too_large"
+    assert "out of memory" in outcomes["bomb"].detail
+    assert isinstance(outcomes["fine"], ParsedDocument)  # the other worker, and the run, carry on
+    assert time.monotonic() - started < 60
