@@ -104,13 +104,21 @@ def select_sentences(question: str, question_vec: np.ndarray, hits: list[dict], 
     return [(i, sentence) for _, i, sentence in scored[:max_sentences]]
 
 
+_MARKER = re.compile(r"\[(\s*\d+\s*)\]")
+
+
+def defang_markers(sentence: str) -> str:
+    """A quoted sentence's own "[7]" would read as one of our citations: show it as "(7)" instead."""
+    return _MARKER.sub(r"(\1)", sentence)
+
+
 def compose(picked: list[tuple[int, str]], hits: list[dict]) -> tuple[str, list[Citation]]:
     """Answer text with [n] markers; citations list exactly the chunks the sentences came from."""
     order: list[int] = []
     for i, _ in picked:
         if i not in order:
             order.append(i)
-    parts = [f"{sentence} [{order.index(i) + 1}]" for i, sentence in picked]
+    parts = [f"{defang_markers(sentence)} [{order.index(i) + 1}]" for i, sentence in picked]
     citations = [
         Citation(
             doc_id=hits[i]["doc_id"],
