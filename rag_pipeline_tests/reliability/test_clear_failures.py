@@ -26,7 +26,7 @@ LIMITED_RUN = """
 import json, resource, sys
 from rag_pipeline_tests.indexing import run_index
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[3]), resource.RLIM_INFINITY))
-report = run_index(sys.argv[1], sys.argv[2])
+report = run_index(sys.argv[1], sys.argv[2], golden_file="none")
 print(json.dumps({"success": report["success"], "failures": report["failures"]}))
 """
 
@@ -67,7 +67,7 @@ def test_a_full_disk_fails_the_write_with_a_clear_message_and_the_index_keeps_se
     assert f"Nothing was promoted: generation {served} keeps serving" in message
     _still_serving(lake_dir, served)
 
-    rerun = run_index(work / "raw", lake_dir)  # space back: the next run completes, the memos are in
+    rerun = run_index(work / "raw", lake_dir, golden_file="none")  # space back: the next run completes, the memos are in
     assert rerun["success"] and rerun["lancedb_index"]["added"] == 12
     assert Lake(lake_dir).read_manifest()["generation"] == served + 1
 
@@ -111,7 +111,7 @@ def test_a_damaged_table_is_named_with_its_fix_and_rollback_or_a_rerun_repairs_i
     old = lake.read_manifest()["generation"]
     files_before = set((lake_dir / "chunks.lance" / "data").iterdir())
     _add_memos(work / "raw", 2)
-    assert run_index(work / "raw", lake_dir)["success"]
+    assert run_index(work / "raw", lake_dir, golden_file="none")["success"]
     damaged = set((lake_dir / "chunks.lance" / "data").iterdir()) - files_before
     assert damaged  # the new generation's chunk files; the old generation's are untouched
     for f in damaged:
@@ -126,7 +126,7 @@ def test_a_damaged_table_is_named_with_its_fix_and_rollback_or_a_rerun_repairs_i
     _still_serving(lake_dir, old)
 
     lake.promote(old + 1)  # serve the damaged one again: a new run must not be blocked by it
-    report = run_index(work / "raw", lake_dir)
+    report = run_index(work / "raw", lake_dir, golden_file="none")
     assert report["success"] and all(report["checks"].values()), report
     final = assert_consistent(lake_dir)
     assert final["generation"] == old + 2 and final["counts"]["documents"] == 13 + 2

@@ -113,7 +113,7 @@ def test_queries_during_a_reindex_never_fail_and_never_mix_generations(work):
         t.start()
     writer = subprocess.run(
         [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(work / "raw"), "--lake", str(lake_dir)],
-        check=False, capture_output=True, text=True, env={**os.environ, "DAGSTER_HOME": str(work / "home")}, timeout=600,
+        check=False, capture_output=True, text=True, env={**os.environ, "DAGSTER_HOME": str(work / "home"), "RAG_GOLDEN_FILE": "none"}, timeout=600,
     )
     writing.clear()
     stop.touch()
