@@ -12,22 +12,26 @@ import pyarrow as pa
 TERM_STATS_SCHEMA = pa.schema([pa.field("term", pa.string(), nullable=False), pa.field("df", pa.int64())])
 
 
-def document_frequencies(search_text: pa.Array | pa.ChunkedArray) -> pa.Table:
-    """term → number of chunks whose pre-tokenized search text holds it (each chunk counted once)."""
+def document_frequencies(search_text: pa.Array | pa.ChunkedArray, batch_rows: int = 50_000) -> pa.Table:
+    """term → number of chunks whose pre-tokenized search text holds it (each chunk counted once).
+
+    Counted per batch of chunks and summed: exploding a million chunks' terms at once took 8 GB.
+    """
     import polars as pl
 
     texts = pl.from_arrow(search_text)
     if texts.len() == 0:
         return TERM_STATS_SCHEMA.empty_table()
-    counted = (
-        pl.DataFrame({"term": texts})
+    partial = [
+        pl.DataFrame({"term": texts.slice(start, batch_rows)})
         .select(pl.col("term").str.split(" ").list.unique())
         .explode("term")
         .filter(pl.col("term").is_not_null() & (pl.col("term") != ""))
         .group_by("term")
         .len("df")
-        .sort("term")
-    )
+        for start in range(0, texts.len(), batch_rows)
+    ]
+    counted = pl.concat(partial).group_by("term").agg(pl.col("df").sum()).sort("term")
     return counted.to_arrow().cast(TERM_STATS_SCHEMA)
 
 
