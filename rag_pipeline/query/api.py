@@ -109,6 +109,7 @@ class RagIndex:
         self._background: np.ndarray | None = None
         self._n_chunks = manifest["counts"]["chunks"]
         self._all_terms: dict[str, int] | None = None  # lakes staged before term_stats existed
+        self._term_stats = None  # the generation's term_stats dataset, opened on the first query
 
     @classmethod
     def open(
@@ -257,7 +258,9 @@ class RagIndex:
         """Chunks holding each of the query's terms (idf weights), from the generation's term_stats."""
         terms = query_terms(query)
         if s.TERM_STATS in self.manifest["table_versions"]:
-            return lookup_terms(self.lake.open_published(s.TERM_STATS, self.manifest).to_lance(), terms)
+            if self._term_stats is None:
+                self._term_stats = self.lake.open_published(s.TERM_STATS, self.manifest).to_lance()
+            return lookup_terms(self._term_stats, terms)
         if self._all_terms is None:
             counted = document_frequencies(self.chunks.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN]).column(0))
             self._all_terms = dict(zip(counted.column("term").to_pylist(), counted.column("df").to_pylist()))
