@@ -1,4 +1,4 @@
-"""Optional ONNX Runtime int8 backend for encoding passages (not wired into the pipeline).
+"""ONNX Runtime int8 backend for encoding (RAG_EMBEDDING_PRECISION=int8-onnx, see encoder.load_encoder).
 
 Why: on a 2-core AVX-512 VNNI CPU, the sentence-transformers model exported to ONNX with eager
 attention, fused by onnxruntime's transformer optimizer (Attention, EmbedLayerNormalization,
