@@ -1,8 +1,13 @@
 """Language-aware text helpers shared by chunking, the keyword index and the query side.
 
 The keyword arm must tokenize documents and queries identically, so both go through
-`search_tokens`: jieba for Chinese runs, lower-cased words for everything else, with
+`search_tokens`: Chinese runs folded to Simplified script (OpenCC t2s) then segmented by jieba,
+lower-cased Latin words reduced to their English Snowball stem (``studies`` -> ``studi``), and
 product codes such as ``X-2000`` kept whole *and* split so ``x2000``-style typing still hits.
+Anything holding a digit (codes, numbers, ``il6``) is never stemmed.
+
+`ANALYZER_VERSION` names what `search_tokens` produces: an index whose ``search_text`` column was
+written by another version must be re-tokenized (vectors stay valid) before it is queried.
 """
 
 from __future__ import annotations
@@ -19,6 +24,11 @@ _CJK_CHAR = re.compile(f"[{_CJK}]")
 _WORD = re.compile(r"[^\W_]+(?:[-_./][^\W_]+)*", re.UNICODE)
 _SPACE_BETWEEN_CJK = re.compile(f"(?<=[{_CJK}，。！？；：、（）])[ \\t]+(?=[{_CJK}，。！？；：、（）])")
 _SENTENCE_END = re.compile(r"(?<=[。！？；!?;])|(?<=[.])(?=\s)")
+_LATIN_WORD = re.compile(r"[a-z\u00df-\u00f6\u00f8-\u024f]+")  # lower-cased Latin letters only
+_CODE_SEPARATORS = re.compile(r"[-_./]")
+
+# 1: lower-cased words + jieba; 2: + English Snowball stems, + Traditional->Simplified folding
+ANALYZER_VERSION = 2
 
 EN_STOPWORDS = frozenset(
     """a an and are as at be been by can could do does did for from has have how i if in
@@ -70,29 +80,73 @@ def _jieba():
     return jieba
 
 
-def search_tokens(text: str, *, drop_stopwords: bool = True) -> list[str]:
-    """Tokens for BM25: jieba (search mode) for Chinese runs, words and codes for the rest."""
+@lru_cache(maxsize=1)
+def _to_simplified():
+    import opencc
+
+    return opencc.OpenCC("t2s")
+
+
+@lru_cache(maxsize=1)
+def _english_stemmer():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")  # Porter2, the stemmer LanceDB/tantivy use for English
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """English Snowball stem of a lower-cased Latin-script word; anything else comes back as is."""
+    if len(word) < 3 or not _LATIN_WORD.fullmatch(word):
+        return word
+    return _english_stemmer().stemWord(word)
+
+
+@lru_cache(maxsize=50_000)
+def fold_chinese(run: str) -> str:
+    """Traditional Chinese characters to Simplified (美樹 -> 美树); Simplified text is unchanged."""
+    return _to_simplified().convert(run)
+
+
+def search_tokens(text: str, *, drop_stopwords: bool = True, stemming: bool = True, fold: bool = True) -> list[str]:
+    """Tokens for BM25: jieba (search mode) for Chinese runs, stemmed words and codes for the rest.
+
+    `stemming` and `fold` exist for ablations (bench/keyword_ablation.py); the index and the
+    queries must be tokenized with the same settings, the defaults.
+    """
     text = unicodedata.normalize("NFKC", text).lower()
     tokens: list[str] = []
     pos = 0
     for m in _CJK_RUN.finditer(text):
-        tokens.extend(_latin_tokens(text[pos : m.start()]))
-        tokens.extend(t for t in _jieba().cut_for_search(m.group()) if t.strip())
+        tokens.extend(_latin_tokens(text[pos : m.start()], drop_stopwords, stemming))
+        run = fold_chinese(m.group()) if fold else m.group()
+        tokens.extend(
+            t for t in _jieba().cut_for_search(run) if t.strip() and not (drop_stopwords and t in ZH_STOPWORDS)
+        )
         pos = m.end()
-    tokens.extend(_latin_tokens(text[pos:]))
-    if drop_stopwords:
-        tokens = [t for t in tokens if t not in EN_STOPWORDS and t not in ZH_STOPWORDS]
+    tokens.extend(_latin_tokens(text[pos:], drop_stopwords, stemming))
     return tokens
 
 
-def _latin_tokens(text: str) -> list[str]:
+def _latin_tokens(text: str, drop_stopwords: bool = True, stemming: bool = True) -> list[str]:
+    """Words (stemmed) and codes: a code is kept whole, in its parts and joined up, unstemmed."""
     out: list[str] = []
+
+    def word(w: str) -> None:
+        if drop_stopwords and (w in EN_STOPWORDS or w in ZH_STOPWORDS):
+            return  # stopwords are matched before stemming: "does" must not survive as "doe"
+        out.append(stem(w) if stemming else w)
+
     for m in _WORD.finditer(text):
-        word = m.group()
-        out.append(word)
-        if any(sep in word for sep in "-_./"):
-            out.extend(p for p in re.split(r"[-_./]", word) if p)
-            out.append(re.sub(r"[-_./]", "", word))
+        token = m.group()
+        if not _CODE_SEPARATORS.search(token):
+            word(token)
+            continue
+        out.append(token)  # x-2000, state-of-the-art: the whole form, unstemmed
+        for part in _CODE_SEPARATORS.split(token):
+            if part:
+                word(part)
+        out.append(_CODE_SEPARATORS.sub("", token))
     return out
 
 

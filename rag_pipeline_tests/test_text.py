@@ -1,4 +1,4 @@
-from rag_pipeline.text import approx_tokens, fingerprint, normalize, search_tokens, split_sentences
+from rag_pipeline.text import approx_tokens, fingerprint, is_code_term, normalize, search_tokens, split_sentences, stem
 
 
 def test_search_tokens_segments_chinese_and_keeps_codes_whole_and_split():
@@ -9,6 +9,45 @@ def test_search_tokens_segments_chinese_and_keeps_codes_whole_and_split():
 
 def test_search_tokens_same_for_query_and_document_side():
     assert search_tokens("Annual Leave") == search_tokens("annual leave")
+
+
+def test_english_words_are_stemmed_so_inflections_meet():
+    assert search_tokens("studies of proteins") == search_tokens("Study the protein")
+    assert set(search_tokens("running mice")) == {"run", "mice"}
+    assert search_tokens("The cells were treated") == ["cell", "treat"]
+
+
+def test_stopwords_are_dropped_before_stemming():
+    # "does" would stem to "doe", "having" to "have": both must go as stopwords, not survive as stems
+    assert search_tokens("does it have") == []
+    assert "doe" not in search_tokens("Does aspirin help?")
+
+
+def test_codes_and_numbers_are_never_stemmed():
+    tokens = search_tokens("IL-6 levels in T-cells, model X-2000s and 1990s; E-45")
+    assert {"il-6", "il6", "6", "x-2000s", "x2000s", "2000s", "1990s", "e-45", "e45"} <= set(tokens)
+    assert "t-cells" in tokens and "cell" in tokens  # the code form whole, its word parts stemmed
+    assert all(stem(t) == t for t in tokens if is_code_term(t))
+    assert stem("1990s") == "1990s" and stem("il6") == "il6"
+
+
+def test_only_latin_script_words_are_stemmed():
+    assert stem("studies") == "studi"
+    assert stem("исследования") == "исследования"  # Cyrillic: left alone, the stemmer is English
+    assert stem("カタカナ") == "カタカナ"
+
+
+def test_traditional_and_simplified_chinese_fold_to_the_same_tokens():
+    simplified = search_tokens("美树的头发是什么颜色？")
+    traditional = search_tokens("美樹的頭髮是什麼顏色？")
+    assert simplified == traditional
+    assert {"美树", "头发", "颜色"} <= set(simplified)
+    assert "什么" not in traditional  # Traditional stopwords fold into the Simplified list too
+
+
+def test_ablation_switches_reproduce_the_old_tokens():
+    assert search_tokens("Studies", stemming=False) == ["studies"]
+    assert "美樹" in "".join(search_tokens("美樹", fold=False))
 
 
 def test_normalize_removes_ocr_spaces_between_chinese_but_keeps_english_spaces():

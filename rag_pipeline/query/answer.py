@@ -9,10 +9,10 @@ stands above the query's similarity to the corpus at large.
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
+from rag_pipeline.query.retrieve import query_term_groups
 from rag_pipeline.text import search_tokens
 
 
@@ -29,7 +29,7 @@ class RefusalPolicy:
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no indexed chunk contains
 
 
-MAX_CANDIDATE_SENTENCES = 40  # bounds the per-answer encode cost
+MAX_CANDIDATE_SENTENCES = 40  # bounds the per-answer cost (and the encode, when one is needed)
 
 
 @dataclass
@@ -80,28 +80,151 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
 
 
 _UNIT_END = re.compile(r"(?<=[。！？!?])|(?<=[.])(?=\s)")
+_CELL_SPLIT = re.compile(r"\s*[;；|\t]\s*")
+_LABELLED_CELL = re.compile(r"^[^:：]{1,40}[:：]\s*\S")
+_RULE_LINE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
+
+MAX_CHUNKS_PER_DOCUMENT = 2  # post-rank rule of the reference design: the context is not one document's echo
+NEAR_DUPLICATE_JACCARD = 0.8  # chunks whose search terms overlap this much say the same thing: keep the better-ranked
+CONTEXT_CHUNKS = 3  # chunks the extractive answer quotes from
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in _CELL_SPLIT.split(line.strip().strip("|")) if c.strip()]
+
+
+def _is_table_line(line: str) -> bool:
+    return len(_cells(line)) >= 2 and not _UNIT_END.search(line.rstrip(".。"))
+
+
+def _is_header(cells: list[str]) -> bool:
+    """Labels, not data: short cells, none already "label: value", none a clause, most without digits."""
+    if any(len(c) > 24 or _LABELLED_CELL.match(c) or re.search(r"[,，、。]", c) for c in cells):
+        return False
+    return sum(any(ch.isdigit() for ch in c) for c in cells) * 2 < len(cells)
+
+
+def _with_header(lines: list[str]) -> list[str]:
+    """Table rows carry their header: under a header line, "v1; v2" becomes "h1: v1; h2: v2".
+
+    Ingestion already folds a detected header into every row; this covers chunk text where a
+    header line stands above plain "; "/"|"/tab separated rows (a header-less fold, a Markdown
+    table). Rows with another cell count than the header are left as they are.
+    """
+    out, header = [], None
+    for line in lines:
+        if _RULE_LINE.match(line.strip()):
+            continue  # a Markdown table's |---|---| line
+        cells = _cells(line) if _is_table_line(line) else []
+        if not cells:
+            header = None
+            out.append(line)
+        elif header is None and _is_header(cells):
+            header = cells
+            out.append(line)
+        elif header is not None and len(cells) == len(header):
+            out.append("; ".join(f"{h}: {v}" if h != v else v for h, v in zip(header, cells)))
+        else:
+            out.append(line)
+    return out
 
 
 def answer_units(text: str) -> list[str]:
-    """Sentences, but a line is never split on ';' — a table row ("城市: 深圳; 电话: …") stays whole."""
-    return [u.strip() for line in text.splitlines() for u in _UNIT_END.split(line) if u.strip()]
+    """Sentences, but a table row stays whole ("城市: 深圳; 电话: …") and carries its header."""
+    units = []
+    for line in _with_header([line.strip() for line in text.splitlines() if line.strip()]):
+        if _is_table_line(line) or _LABELLED_CELL.match(line) and ";" in line:
+            units.append(line)  # a row: never split inside it ("Approx. 6 h")
+        else:
+            units.extend(u.strip() for u in _UNIT_END.split(line) if u.strip())
+    return units
 
 
-def select_sentences(question: str, question_vec: np.ndarray, hits: list[dict], encoder, max_sentences: int = 2):
-    """Pick the sentences of the top hits that best match the question (dense + term overlap)."""
-    candidates = [(i, u) for i, h in enumerate(hits) for u in answer_units(h["text"]) if len(u) > 3]
+def normalized_unit(sentence: str) -> str:
+    """What makes two quotes the same: width, case, spacing and end punctuation aside."""
+    text = unicodedata.normalize("NFKC", sentence).lower()
+    return re.sub(r"\s+", " ", text).strip().rstrip(".。!！?？;；")
+
+
+def context_hits(hits: list[dict], limit: int = CONTEXT_CHUNKS, per_document: int = MAX_CHUNKS_PER_DOCUMENT) -> list[dict]:
+    """The ranked hits an answer may quote: at most `per_document` chunks per document, near-duplicates
+    rolled up into the better-ranked one (the same text in two files or two versions)."""
+    kept: list[dict] = []
+    kept_terms: list[set[str]] = []
+    per_doc: dict[str, int] = {}
+    for hit in hits:
+        if per_doc.get(hit["doc_id"], 0) >= per_document:
+            continue
+        terms = set(search_tokens(hit["text"]))
+        if any(_jaccard(terms, other) >= NEAR_DUPLICATE_JACCARD for other in kept_terms):
+            continue
+        kept.append(hit)
+        kept_terms.append(terms)
+        per_doc[hit["doc_id"]] = per_doc.get(hit["doc_id"], 0) + 1
+        if len(kept) == limit:
+            break
+    return kept
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else float(a == b)
+
+
+def select_sentences(
+    question: str,
+    hits: list[dict],
+    term_weights: dict[str, float],
+    dense_scores=None,
+    max_sentences: int = 2,
+) -> list[tuple[int, str]]:
+    """Pick the sentences of the top hits that hold most of the question's weighted terms.
+
+    Each candidate scores its idf-weighted share of the question's terms (the weights come from
+    the chunks the asker may read; a code's spellings count once, see query_term_groups); ties go to
+    the better-ranked chunk, then the earlier sentence. Each further sentence is the one adding the
+    most weight of question terms the quote still lacks (greedy coverage). No encode: scoring every hit sentence
+    with the embedding model cost 0.2-1.2 s per answer on 2 cores.
+    A quote is never repeated: overlapping chunks hold the same sentence, kept once (first, best-
+    ranked occurrence). Only when no sentence shares a single term with the question (another
+    language, a pure paraphrase) does `dense_scores(sentences)` — the embedding similarity, which
+    costs an encode — decide; without it the best-ranked chunk's first sentences are quoted.
+    """
+    seen: set[str] = set()
+    candidates: list[tuple[int, int, str]] = []
+    for i, hit in enumerate(hits):
+        for position, unit in enumerate(answer_units(hit["text"])):
+            key = normalized_unit(unit)
+            if len(key) <= 3 or key in seen:
+                continue
+            seen.add(key)
+            candidates.append((i, position, unit))
     candidates = candidates[:MAX_CANDIDATE_SENTENCES]
     if not candidates:
         return []
-    vectors = encoder.encode_passages([s for _, s in candidates])
-    terms = set(search_tokens(question))
-    scored = []
-    for (i, sentence), vec in zip(candidates, vectors):
-        overlap = len(terms & set(search_tokens(sentence))) / max(len(terms), 1)
-        rank_prior = 0.02 * i  # prefer the better-ranked chunk on ties
-        scored.append((float(vec @ question_vec) + 0.1 * overlap - rank_prior, i, sentence))
-    scored.sort(key=lambda t: -t[0])
-    return [(i, sentence) for _, i, sentence in scored[:max_sentences]]
+    groups = query_term_groups(question)
+    total = sum(max(term_weights.get(t, 0.0) for t in members) for members in groups)
+    found: list[list[float]] = []  # per candidate, per group: the weight of the heaviest spelling it holds
+    for _, _, unit in candidates:
+        tokens = set(search_tokens(unit))
+        found.append([max((term_weights.get(t, 0.0) for t in members & tokens), default=0.0) for members in groups])
+    scores = [sum(f) / total if total else 0.0 for f in found]
+    if max(scores, default=0.0) <= 0.0:
+        if dense_scores is not None:
+            scores = [float(x) for x in dense_scores([unit for _, _, unit in candidates])]
+        found = [[0.0] * len(groups) for _ in candidates]
+    picked: list[int] = []
+    covered = [0.0] * len(groups)
+    while len(picked) < min(max_sentences, len(candidates)):
+        # greedy coverage: after the best sentence, prefer one that adds what the question asked
+        # and the quote so far lacks ("深圳" after "各地服务中心的地址和电话…"), then the best score
+        def key(n: int):
+            gain = sum(max(0.0, f - c) for f, c in zip(found[n], covered))
+            return (-gain, -scores[n], candidates[n][0], candidates[n][1])
+
+        best = min((n for n in range(len(candidates)) if n not in picked), key=key)
+        picked.append(best)
+        covered = [max(c, f) for c, f in zip(covered, found[best])]
+    return [(candidates[n][0], candidates[n][2]) for n in picked]
 
 
 _MARKER = re.compile(r"\[(\s*\d+\s*)\]")

@@ -16,24 +16,28 @@ import pyarrow as pa
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, encoder_for
-from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, refusal_reason, select_sentences
-from rag_pipeline.query.filters import SERVED_STATUS, Principal, search_filter
+from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, context_hits, refusal_reason, select_sentences
+from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
-from rag_pipeline.text import is_code_term, is_identifier, search_tokens
+from rag_pipeline.text import is_code_term, is_identifier
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
 from rag_pipeline.query.rerank import rerank as rerank_hits
-from rag_pipeline.query.retrieve import contains_term, dense_arm, keyword_arm, lexical_coverage, query_terms
+from rag_pipeline.query.retrieve import dense_arm, idf_weights, keyword_arm, lexical_coverage, query_terms
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
-from rag_pipeline.store.terms import document_frequencies
-from rag_pipeline.store.terms import lookup as lookup_terms
+from rag_pipeline.store.terms import permitted_frequencies
 
 MODES = ("hybrid", "hybrid-rrf", "vector", "keyword")  # hybrid = query-aware fusion; hybrid-rrf = plain RRF
-RRF_K = 60
-KEYWORD_FULL_TRUST_COVERAGE = 1.0  # weight = coverage; fitted on ../shared/bench (bench/fusion_sweep.py)
+RRF_K = 60  # plain RRF (hybrid-rrf), the baseline of Cormack et al.
+# hybrid: chosen on the fit halves of ../shared/bench only, reported on the other halves
+# (bench/fusion_sweep.py, bench/README.md "Fusion rule")
+HYBRID_RRF_K = 20
+KEYWORD_FULL_TRUST_COVERAGE = 0.5  # keyword hit weight = min(1, coverage / this)
 BACKGROUND_SAMPLE = 512
+SENTENCE_CACHE = 4096  # answer-sentence vectors kept in-process (the dense fallback of sentence selection)
+SCOPES_CACHED = 32  # per-filter statistics (row count, background sample) kept for this many filters
 
 
 @dataclass
@@ -106,10 +110,10 @@ class RagIndex:
         self.reranker = reranker  # None: fused order is final
         self.rerank_top_n = rerank_top_n
         self.chunks = lake.open_published(s.CHUNKS, manifest)
-        self._background: np.ndarray | None = None
-        self._n_chunks = manifest["counts"]["chunks"]
-        self._all_terms: dict[str, int] | None = None  # lakes staged before term_stats existed
-        self._term_stats = None  # the generation's term_stats dataset, opened on the first query
+        # Statistics that decide answers and refusals are taken over the rows the asker may read
+        # (keyed by the search filter), never over the whole generation: see _scope.
+        self._scopes: dict[str, dict] = {}
+        self._sentence_cache: dict[str, np.ndarray] = {}
 
     @classmethod
     def open(
@@ -183,11 +187,14 @@ class RagIndex:
             keyword = keyword_arm(self.chunks, query, predicate, depth)
             rankings["keyword"] = [(r["chunk_id"], r["score"]) for r in keyword]
             rows.update((r["chunk_id"], r) for r in keyword)
-        doc_freq = self._doc_freq(query)
+        scope = self._scope(predicate)
+        doc_freq = permitted_frequencies(self.chunks, query_terms(query), predicate)
         hit_weights = {}
         if mode == "hybrid" and "keyword" in rankings:
-            hit_weights["keyword"] = self._keyword_weights(query, [rows[cid] for cid, _ in rankings["keyword"]], doc_freq)
-        fused = rrf(rankings, k=RRF_K, hit_weights=hit_weights)
+            hit_weights["keyword"] = self._keyword_weights(
+                query, [rows[cid] for cid, _ in rankings["keyword"]], doc_freq, scope["rows"]
+            )
+        fused = rrf(rankings, k=HYBRID_RRF_K if mode == "hybrid" else RRF_K, hit_weights=hit_weights)
         use_rerank = rerank if rerank is not None else self.reranker is not None
         hits = SearchResult()
         for f in fused[: max(k, self.rerank_top_n) if use_rerank else k]:
@@ -215,12 +222,11 @@ class RagIndex:
             outcome = rerank_hits(query, hits, self.reranker, self.rerank_top_n, k)
             hits = SearchResult(outcome.hits)
             hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
-        evidence = {**self._evidence(query, query_vec, rankings, rows, predicate, doc_freq), "rerank": hits.rerank_status}
-        return hits, (query_vec, evidence, rows)
+        evidence = {**self._evidence(query, query_vec, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
+        return hits, (query_vec, evidence, rows, doc_freq, scope["rows"])
 
-    def _keyword_weights(self, query: str, keyword_rows: list[dict], doc_freq: dict[str, int]) -> dict[str, float]:
+    def _keyword_weights(self, query: str, keyword_rows: list[dict], doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
         """Each keyword hit's say: its idf coverage of the query; across languages, of codes only."""
-        n_docs = self._n_chunks
         query_language = detect_language(query)
         weights = {}
         for row in keyword_rows:
@@ -229,21 +235,21 @@ class RagIndex:
             weights[row["chunk_id"]] = coverage_weight(coverage, KEYWORD_FULL_TRUST_COVERAGE)
         return weights
 
-    def _evidence(self, query, query_vec, rankings, rows, predicate, doc_freq: dict[str, int]) -> dict:
-        n_docs = self._n_chunks
+    def _evidence(self, query, query_vec, rankings, rows, scope: dict, doc_freq: dict[str, int]) -> dict:
+        """Refusal evidence, every statistic taken over what the asker may read (no side channel)."""
+        n_docs = scope["rows"]
         keyword_top = [rows[cid] for cid, _ in rankings.get("keyword", [])[:3]]
         coverage = max(
             (lexical_coverage(query, r[s.SEARCH_TEXT_COLUMN], doc_freq, n_docs) for r in keyword_top), default=0.0
         )
         dense = rankings.get("dense", [])
         top_cos = dense[0][1] if dense else 0.0
-        sims = self._background_vectors() @ query_vec
+        sims = scope["background"] @ query_vec
         median = float(np.median(sims)) if len(sims) else top_cos
         spread = float(np.std(sims)) if len(sims) > 1 else 0.0
         unknown = sorted(
-            t for t in set(search_tokens(query))
-            if is_identifier(t) and not (doc_freq.get(t) and contains_term(self.chunks, t, predicate))
-        )  # "no document mentions X" must speak of what the principal may read, or it leaks that X exists
+            t for t in query_terms(query) if is_identifier(t) and not doc_freq.get(t)
+        )  # doc_freq counts only permitted chunks: "no document mentions X" must not leak that X exists
         return {
             "candidates": len(rows),
             "unknown_identifiers": unknown,
@@ -254,29 +260,42 @@ class RagIndex:
             "dense_z": round((top_cos - float(np.mean(sims))) / spread, 3) if spread else 0.0,
         }
 
-    def _doc_freq(self, query: str) -> dict[str, int]:
-        """Chunks holding each of the query's terms (idf weights), from the generation's term_stats."""
-        terms = query_terms(query)
-        if s.TERM_STATS in self.manifest["table_versions"]:
-            if self._term_stats is None:
-                self._term_stats = self.lake.open_published(s.TERM_STATS, self.manifest).to_lance()
-            return lookup_terms(self._term_stats, terms)
-        if self._all_terms is None:
-            counted = document_frequencies(self.chunks.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN]).column(0))
-            self._all_terms = dict(zip(counted.column("term").to_pylist(), counted.column("df").to_pylist()))
-        return {t: self._all_terms[t] for t in terms if t in self._all_terms}
+    def _scope(self, predicate: str) -> dict:
+        """Per-filter statistics: how many chunks the filter admits and a background vector sample.
 
-    def _background_vectors(self) -> np.ndarray:
-        """A deterministic sample of published chunk vectors: the query's 'unrelated text' baseline."""
-        if self._background is None:
-            table = self.chunks.to_lance().to_table(columns=["vector"], filter=f"status = '{SERVED_STATUS}'")
-            step = max(1, table.num_rows // BACKGROUND_SAMPLE)
-            vectors = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            dim = self.manifest["model"]["dimension"]
-            self._background = vectors.reshape(-1, dim)[::step].astype(np.float32)
-        return self._background
+        The background (the query's similarity to "unrelated text") is a deterministic sample of
+        the admitted chunks, ordered by chunk id, so it depends on the admitted rows alone: a
+        secret document neither enters an ordinary user's sample nor shifts which rows it holds.
+        Cached per filter (a principal and its extra `where`) for the index's lifetime.
+        """
+        cached = self._scopes.get(predicate)
+        if cached is not None:
+            return cached
+        ids = self.chunks.to_lance().to_table(columns=["chunk_id"], filter=predicate, with_row_id=True)
+        order = np.argsort(np.asarray(ids.column("chunk_id").to_pylist(), dtype=object), kind="stable")
+        step = max(1, ids.num_rows // BACKGROUND_SAMPLE)
+        row_ids = ids.column("_rowid").to_numpy()[order][::step]
+        dim = self.manifest["model"]["dimension"]
+        background = np.zeros((0, dim), dtype=np.float32)
+        if len(row_ids):
+            vectors = self.chunks.to_lance()._take_rows(row_ids.tolist(), columns=["vector"]).column("vector")
+            background = vectors.combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+        if len(self._scopes) >= SCOPES_CACHED:
+            self._scopes.pop(next(iter(self._scopes)))
+        scope = self._scopes[predicate] = {"rows": ids.num_rows, "background": background}
+        return scope
 
     # --- answering ------------------------------------------------------------------------
+
+    def _sentence_vectors(self, sentences: list[str]) -> np.ndarray:
+        """Passage vectors of answer sentences, cached in-process by text (only the fallback encodes)."""
+        missing = [u for u in dict.fromkeys(sentences) if u not in self._sentence_cache]
+        if missing:
+            for unit, vec in zip(missing, self.encoder.encode_passages(missing)):
+                if len(self._sentence_cache) >= SENTENCE_CACHE:
+                    self._sentence_cache.pop(next(iter(self._sentence_cache)))
+                self._sentence_cache[unit] = np.asarray(vec, dtype=np.float32)
+        return np.stack([self._sentence_cache[u] for u in sentences])
 
     def ask(self, question: str, k: int = 5, principal: Principal | None = None, where: str | None = None) -> Answer:
         """A cited answer from the chunks the principal may read, or a refusal.
@@ -284,16 +303,18 @@ class RagIndex:
         Extractive by default; with an LLM configured its answer replaces the extractive one only
         when every citation checks out (otherwise the extractive answer comes back with a note).
         """
-        hits, (query_vec, evidence, _) = self._retrieve(question, "hybrid", k, principal, where)
+        hits, (query_vec, evidence, _, doc_freq, n_docs) = self._retrieve(question, "hybrid", k, principal, where)
         reason = refusal_reason(evidence, self.policy)
         if reason:
             return Answer(question, "", True, reason, [], evidence)
-        top = [h.__dict__ for h in hits[:3]]
-        picked = select_sentences(question, query_vec, top, self.encoder)
+        top = context_hits([h.__dict__ for h in hits])
+        weights = idf_weights(query_terms(question), doc_freq, n_docs)
+        picked = select_sentences(question, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec)
         text, citations = compose(picked, top)
         answer = Answer(question, text, False, "answered from the cited passages", citations, {**evidence, "generator": "extractive"})
         if self.llm is not None:
-            answer = generate_answer(question, hits, answer, self.llm)
+            context = {h["chunk_id"] for h in context_hits([h.__dict__ for h in hits], limit=len(hits))}
+            answer = generate_answer(question, [h for h in hits if h.chunk_id in context], answer, self.llm)
         retrieved = {h.chunk_id for h in hits}
         if any(c.chunk_id not in retrieved for c in answer.citations):  # mechanical guard, never expected
             raise RuntimeError("citation outside the retrieved set")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -74,6 +75,38 @@ def query_terms(query: str) -> frozenset[str]:
     return frozenset(search_tokens(query))
 
 
+_CJK_WORD = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+
+
+@lru_cache(maxsize=256)
+def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
+    """The query's terms with each code's spellings in one group: "r-500", "r500", "r", "500".
+
+    The tokenizer indexes a code whole, split and joined so any typing of it hits (and jieba's
+    search mode a long Chinese word whole and in parts); counted as four terms, one product name
+    outweighs the rest of the question. Answer sentence selection
+    scores by groups (the title "R-500 手册" must not beat "每运行 500 小时:更换滚刷" for "R-500 的滚刷
+    多久更换一次"): a group weighs as its heaviest spelling and counts as found with the heaviest
+    spelling a sentence holds ("e" alone, from E-45, is not E-71). lexical_coverage keeps counting
+    spellings apart: fusion's cross-language code matching was fitted on that scale.
+    """
+    terms = query_terms(query)
+    groups, absorbed = [], set()
+    for term in sorted(terms, key=lambda t: (-len(t), t)):
+        if term in absorbed:
+            continue
+        if any(sep in term for sep in "-_./"):
+            members = (set(search_tokens(term)) & terms) | {term}
+        elif _CJK_WORD.fullmatch(term) and len(term) > 2:
+            members = {t for t in terms if t in term}  # jieba's search mode: 服务中心 → 服务, 中心, 服务中心
+        else:
+            continue
+        members -= absorbed
+        absorbed |= members
+        groups.append(frozenset(members))
+    return tuple(groups) + tuple(frozenset([t]) for t in sorted(terms - absorbed))
+
+
 def lexical_coverage(
     query: str, search_text: str, doc_freq: dict[str, int], n_docs: int, only: Callable[[str], bool] | None = None
 ) -> float:
@@ -81,9 +114,17 @@ def lexical_coverage(
 
     Weighting matters: "Northwind stock code?" matches the company name everywhere, but the
     telling terms (stock code) nowhere, so its coverage stays low. `only` counts just the found
-    terms it accepts (e.g. codes and numbers), still as a share of the whole query.
+    terms it accepts (e.g. codes and numbers), still as a share of the whole query. `doc_freq`
+    and `n_docs` must describe only the chunks the asker may read
+    (store.terms.permitted_frequencies), or coverage is a side channel.
     """
-    terms = query_terms(query)
+    return terms_coverage(query_terms(query), search_text, doc_freq, n_docs, only)
+
+
+def terms_coverage(
+    terms: frozenset[str], search_text: str, doc_freq: dict[str, int], n_docs: int, only: Callable[[str], bool] | None = None
+) -> float:
+    """lexical_coverage for terms already tokenized (by any analyzer)."""
     if not terms:
         return 0.0
     weights = idf_weights(terms, doc_freq, n_docs)

@@ -42,3 +42,32 @@ def lookup(dataset, terms: frozenset[str]) -> dict[str, int]:
     quoted = ", ".join("'" + t.replace("'", "''") + "'" for t in sorted(terms))
     found = dataset.to_table(columns=["term", "df"], filter=f"term IN ({quoted})")
     return dict(zip(found.column("term").to_pylist(), found.column("df").to_pylist()))
+
+
+PERMITTED_DF_CAP = 10_000  # counting stops here: idf barely moves past it, and counting costs postings
+
+
+def permitted_frequencies(chunks, terms: frozenset[str], where: str, cap: int = PERMITTED_DF_CAP) -> dict[str, int]:
+    """Chunks that `where` admits holding each term, counted in the full-text index (at most `cap`).
+
+    Statistics that decide an answer or a refusal must speak only of what the asker may read:
+    the generation's term_stats count every chunk (secret ones too), so whether a rare word
+    sits in a secret document would change an ordinary user's coverage, idf and refusal. The
+    full-text index is built with the whitespace tokenizer over the pre-tokenized column, so a
+    one-term match is exactly "this chunk holds the term"; the filter is applied before the
+    search (prefilter), as in the retrieval arms.
+    """
+    from rag_pipeline.store.schema import SEARCH_TEXT_COLUMN
+
+    counts: dict[str, int] = {}
+    for term in sorted(terms):
+        rows = (
+            chunks.search(term, query_type="fts", fts_columns=SEARCH_TEXT_COLUMN)
+            .where(where, prefilter=True)
+            .select(["chunk_id"])
+            .limit(cap)
+            .to_arrow()
+        )
+        if rows.num_rows:
+            counts[term] = rows.num_rows
+    return counts

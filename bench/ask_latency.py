@@ -1,0 +1,78 @@
+"""Warm `ask` latency on an index: p50 / p95 / max over the golden questions, as a table.
+
+    .venv/bin/python bench/ask_latency.py --lake /path/to/lake [--golden data/golden/sample_golden.jsonl]
+
+The index is opened once and warmed by one untimed question (model load, table open, first
+per-principal statistics); each question is then asked `--repeat` times and every call is
+timed (wall clock, and process CPU time, which a shared machine's load disturbs less). Answered and refused questions are reported apart: a refusal stops before sentence
+selection, so mixing them hides what answering costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rag_pipeline.eval.golden import DEFAULT_GOLDEN, load_golden
+    from rag_pipeline.query import RagIndex
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--lake", required=True)
+    p.add_argument("--golden", default=str(DEFAULT_GOLDEN))
+    p.add_argument("--limit", type=int, default=None, help="first N questions only")
+    p.add_argument("--repeat", type=int, default=1, help="timed calls per question")
+    args = p.parse_args(argv)
+
+    questions = [q["question"] for q in load_golden(Path(args.golden))][: args.limit]
+    if len(questions) < 5:
+        raise SystemExit("need at least 5 questions for a median")
+    index = RagIndex.open(args.lake)
+    index.ask("warm-up: how does this index answer?")
+    timings: dict[str, list[float]] = {"answered": [], "refused": []}
+    cpu: dict[str, list[float]] = {"answered": [], "refused": []}
+    for question in questions:
+        for _ in range(args.repeat):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            answer = index.ask(question)
+            kind = "refused" if answer.refused else "answered"
+            timings[kind].append((time.perf_counter() - started) * 1000)
+            cpu[kind].append((time.process_time() - cpu_started) * 1000)
+    timings["all"] = timings["answered"] + timings["refused"]
+    cpu["all"] = cpu["answered"] + cpu["refused"]
+    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}")
+    print("| calls | n | p50 ms | p95 ms | mean ms | max ms | CPU p50 ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name, values in timings.items():
+        if values:
+            print(
+                f"| {name} | {len(values)} | {percentile(values, 0.5):.0f} | {percentile(values, 0.95):.0f} "
+                f"| {statistics.fmean(values):.0f} | {max(values):.0f} | {percentile(cpu[name], 0.5):.0f} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""Extractive answers: no repeated quotes, a bounded and de-duplicated context, table rows with
+their header, and sentence selection that does not encode on every question."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_pipeline.eval.golden import load_golden
+from rag_pipeline.query.answer import answer_units, context_hits, normalized_unit, select_sentences
+from rag_pipeline.query.retrieve import idf_weights, query_terms
+
+
+def hit(chunk_id: str, doc_id: str, text: str) -> dict:
+    return {"chunk_id": chunk_id, "doc_id": doc_id, "text": text, "source": f"{doc_id}.md", "title": doc_id, "page": None}
+
+
+def weights(question: str) -> dict[str, float]:
+    return idf_weights(query_terms(question), {}, 100)
+
+
+def test_overlapping_chunks_never_yield_the_same_quote_twice():
+    shared = "Full-time employees receive 15 working days of paid annual leave per calendar year."
+    hits = [
+        hit("h-1", "h", f"Annual leave\n{shared}"),
+        hit("h-2", "h", f"{shared}  \nUp to 5 unused days carry over to the next year."),  # the overlap
+    ]
+    picked = select_sentences("How many days of paid annual leave?", hits, weights("How many days of paid annual leave?"))
+    quotes = [normalized_unit(s) for _, s in picked]
+    assert len(quotes) == len(set(quotes)) == 2
+    assert picked[0] == (0, shared)  # the better-ranked chunk's copy is the one cited
+
+
+def test_lexical_selection_needs_no_encoder_and_dense_decides_only_without_shared_terms():
+    hits = [hit("a-1", "a", "The office opens at 9:00. Payload of the X-2000 arm is 20 kg.")]
+
+    def never(_units):
+        raise AssertionError("sentence selection encoded although the question's terms were found")
+
+    picked = select_sentences("What payload does the X-2000 carry?", hits, weights("What payload does the X-2000 carry?"), never)
+    assert picked[0][1] == "Payload of the X-2000 arm is 20 kg."
+
+    calls = []
+
+    def dense(units):
+        calls.append(units)
+        return [0.1, 0.9]
+
+    picked = select_sentences("机械臂能搬多重？", hits, weights("机械臂能搬多重？"), dense, max_sentences=1)
+    assert calls and picked == [(0, "Payload of the X-2000 arm is 20 kg.")]
+
+
+def test_context_keeps_at_most_n_chunks_per_document_and_rolls_up_near_duplicates():
+    text = "Expense claims must be filed within 30 days of returning from a business trip."
+    hits = [
+        hit("a-1", "a", "Travel: book through the portal. " + text),
+        hit("a-2", "a", "Receipts are required for every item over 200 CNY."),
+        hit("a-3", "a", "Per diem rates are listed in appendix B."),
+        hit("b-1", "b", "Travel: book through the portal. " + text),  # the same text in another file
+        hit("c-1", "c", "The VPN client must be updated monthly."),
+    ]
+    kept = [h["chunk_id"] for h in context_hits(hits, limit=3, per_document=2)]
+    assert kept == ["a-1", "a-2", "c-1"]
+
+
+def test_a_table_row_answer_carries_its_header():
+    plain = "Price list 2026\nModel; List price (CNY); Warranty (months)\nX-2000; 168000; 24\nTP-20; 12800; 12"
+    assert "Model: TP-20; List price (CNY): 12800; Warranty (months): 12" in answer_units(plain)
+    markdown = "| City | Phone |\n|---|---|\n| 深圳 | 0755-5555-0115 |"
+    assert "City: 深圳; Phone: 0755-5555-0115" in answer_units(markdown)
+    folded = "Model: X-2000; Key spec: Approx. 6 h runtime; Weight (kg): 64"
+    assert answer_units(folded) == [folded]  # a folded row is never split at "Approx. "
+    prose = "Claims are paid monthly; late claims wait. Receipts are kept for 5 years."
+    assert answer_units(prose) == ["Claims are paid monthly; late claims wait.", "Receipts are kept for 5 years."]
+
+
+@pytest.mark.slow
+def test_golden_answers_quote_each_sentence_once_and_never_encode_when_terms_match(sample_index):
+    encoded = []
+    real = sample_index.encoder.encode_passages
+
+    def spy(texts, *args, **kwargs):
+        encoded.append(list(texts))
+        return real(texts, *args, **kwargs)
+
+    sample_index.encoder.encode_passages = spy
+    try:
+        for q in load_golden():
+            answer = sample_index.ask(q["question"])
+            if answer.refused:
+                continue
+            quotes = [normalized_unit(part.rsplit(" [", 1)[0]) for part in answer.answer.split("] ") if part]
+            assert len(quotes) == len(set(quotes)), answer.answer
+            per_doc = {}
+            for c in answer.citations:
+                per_doc[c.doc_id] = per_doc.get(c.doc_id, 0) + 1
+            assert max(per_doc.values()) <= 2
+    finally:
+        sample_index.encoder.encode_passages = real
+    assert len(encoded) <= 5, f"{len(encoded)} answers encoded their sentences"
