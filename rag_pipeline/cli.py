@@ -7,24 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
-from rag_pipeline.config import PROJECT_ROOT, default_lake_dir, default_raw_dir
+from rag_pipeline.config import default_lake_dir, default_raw_dir, ensure_dagster_home
+
+EXIT_LAKE_BUSY = 3
 
 
 class UserError(Exception):
     """A mistake the user can fix; printed without a traceback."""
-
-
-def _dagster_home() -> Path:
-    home = Path(os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / "data" / "dagster_home")))
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists() and not config.is_symlink():
-        config.symlink_to(PROJECT_ROOT / "dagster.yaml")  # the repo's instance config, one copy
-    return home
 
 
 def cmd_index(args) -> int:
@@ -33,10 +25,15 @@ def cmd_index(args) -> int:
     from rag_pipeline.definitions import build_definitions
     from rag_pipeline.defs.resources import RagSettingsResource
 
+    from rag_pipeline.store.lock import describe_holder, is_locked
+
     raw, lake = Path(args.raw).resolve(), Path(args.lake).resolve()
     if not raw.is_dir():
         raise UserError(f"raw folder {raw} does not exist: put documents there or pass --raw DIR")
-    _dagster_home()
+    if is_locked(lake):
+        print(f"rag: the lake {lake} is being written by {describe_holder(lake)}; nothing was changed", file=sys.stderr)
+        return EXIT_LAKE_BUSY
+    ensure_dagster_home()
     defs = build_definitions(
         RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
     )
@@ -51,16 +48,26 @@ def cmd_index(args) -> int:
         summary.update({k: v.value for k, v in metadata.items() if k in _SUMMARY_KEYS})
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
+    busy = False
     for event in result.all_events:
         if event.event_type_value == "STEP_FAILURE":
             error = event.event_specific_data.error
             cause = error.cause or error
+            busy |= cause.cls_name == "LakeBusyError"
             print(f"rag: step {event.step_key} failed: {cause.cls_name}: {cause.message.strip()}", file=sys.stderr)
+        elif event.event_type_value == "ENGINE_EVENT" and event.event_specific_data.error:
+            error = event.event_specific_data.error  # resource init: the lake is taken or unwritable
+            while error.cls_name.startswith("Dagster") and error.cause is not None:
+                error = error.cause
+            busy |= error.cls_name == "LakeBusyError"
+            print(f"rag: run failed: {error.cls_name}: {error.message.strip()}", file=sys.stderr)
     failed = [c for c in checks if not c.passed]
     for check in failed:
         print(f"rag: check {check.check_name} failed: {check.description or check.metadata}", file=sys.stderr)
     ok = result.success and all(c.passed for c in checks)
     _print(summary, args.json, lambda d: "\n".join(f"{k:>18}: {v}" for k, v in d.items()))
+    if busy:
+        return EXIT_LAKE_BUSY
     return 0 if ok else 1
 
 
@@ -81,6 +88,7 @@ _SUMMARY_KEYS = {
     "model",
     "promoted",
     "served_generation",
+    "new_generation",
 }
 
 
@@ -201,21 +209,23 @@ def cmd_generations(args) -> int:
     from rag_pipeline.store.lake import Lake
 
     lake = Lake(Path(args.lake))
-    if args.action == "promote":
-        if args.generation is None:
-            raise UserError("say which generation: rag generations promote N")
-        result = lake.promote(args.generation)
-    elif args.action == "rollback":
-        result = lake.rollback()
+    if args.action in ("promote", "rollback", "prune"):
+        result = _change_generations(lake, args)
     else:
         result = [
             {k: g.get(k) for k in ("generation", "current", "staged_at", "run_id", "counts")} | {"model": g["model"]["name"]}
             for g in lake.list_generations()
         ]
-    if isinstance(result, dict):
+    if isinstance(result, dict) and "generation" in result:
         result = {"served_generation": result["generation"], "model": result["model"]["name"], "counts": result["counts"]}
 
     def fmt(data):
+        if isinstance(data, dict) and "generations_kept" in data:
+            freed = (data["lake_bytes_before"] - data["lake_bytes_after"]) / 1e6
+            return (
+                f"kept generations {data['generations_kept']}; removed {data['generations_removed']} generations, "
+                f"{data['table_versions_removed']} table versions, {data['staging_runs_removed']} staging runs ({freed:.1f} MB freed)"
+            )
         if isinstance(data, dict):
             return f"now serving generation {data['served_generation']} ({data['model']}, {data['counts']})"
         lines = [f"{'':2}{'gen':>4}  {'staged at':<26} {'model':<24} counts"]
@@ -225,6 +235,40 @@ def cmd_generations(args) -> int:
 
     _print(result, args.json, fmt)
     return 0
+
+
+def _change_generations(lake, args) -> dict:
+    """Promote, roll back or prune under the lake's writer lock; a served-generation change is
+    recorded as a materialization of published_index in the Dagster instance (the UI shows it)."""
+    from rag_pipeline.store.lock import LakeBusyError, lake_writer_lock
+
+    try:
+        with lake_writer_lock(lake.lake_dir, what=f"rag generations {args.action}"):
+            if args.action == "prune":
+                return lake.prune(keep=args.keep)
+            previous = lake.read_manifest(missing_ok=True)
+            if args.action == "promote":
+                if args.generation is None:
+                    raise UserError("say which generation: rag generations promote N")
+                manifest = lake.promote(args.generation)
+            else:
+                manifest = lake.rollback()
+    except LakeBusyError as exc:
+        raise UserError(str(exc)) from exc
+    _record_served(manifest, previous, action=f"rag generations {args.action}")
+    return manifest
+
+
+def _record_served(manifest: dict, previous: dict | None, action: str) -> None:
+    import dagster as dg
+
+    from rag_pipeline.defs.assets import served_metadata
+
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("published_index", metadata=served_metadata(manifest, previous=previous, action=action))
+        )
 
 
 def _print(data, as_json: bool, formatter) -> None:
@@ -239,7 +283,10 @@ EPILOG = """examples:
   rag quarantine list                      files kept out, with reasons
   rag generations rollback                 serve the previous generation again
 
-exit codes: 0 ok, 1 the job or a quality check failed, 2 usage or environment error
+  rag generations prune --keep 2           drop old generations and LanceDB versions
+
+exit codes: 0 ok, 1 the job or a quality check failed, 2 usage or environment error,
+            3 another run is writing the lake (nothing was changed)
 """
 
 
@@ -297,9 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
     lake_arg(p)
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("generations", help="list index generations, promote one, or roll back")
-    p.add_argument("action", choices=["list", "promote", "rollback"], nargs="?", default="list")
+    p = sub.add_parser("generations", help="list index generations, promote one, roll back, or prune old ones")
+    p.add_argument("action", choices=["list", "promote", "rollback", "prune"], nargs="?", default="list")
     p.add_argument("generation", type=int, nargs="?", help="generation number (for promote)")
+    p.add_argument(
+        "--keep", type=int, default=2,
+        help="prune: previously served generations to keep for rollback, besides the served one (default 2)",
+    )
     lake_arg(p)
     p.set_defaults(func=cmd_generations)
 

@@ -17,7 +17,10 @@ BUILTIN_MODEL = "builtin:multilingual-e5-small"
 
 
 def _env_path(name: str, default: str) -> Path:
-    return Path(os.environ.get(name, default)).expanduser()
+    """A path setting; a relative one is taken relative to the project root (not the cwd), so
+    the CLI, `dagster dev`, the daemon and tests started from anywhere agree on it."""
+    path = Path(os.environ.get(name, default)).expanduser()
+    return path if path.is_absolute() else PROJECT_ROOT / path
 
 
 def default_raw_dir() -> Path:
@@ -30,6 +33,20 @@ def default_lake_dir() -> Path:
 
 def default_model_cache_dir() -> Path:
     return _env_path("RAG_MODEL_CACHE", str(PROJECT_ROOT / "data" / "models"))
+
+
+def ensure_dagster_home() -> Path:
+    """DAGSTER_HOME, defaulting to data/dagster_home with the repo's dagster.yaml linked in.
+
+    The one place the process environment is written: every entry point (`rag`, the scripts)
+    calls this, so runs from the CLI and from `dagster dev` share one instance.
+    """
+    home = Path(os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / "data" / "dagster_home")))
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists() and not config.is_symlink():
+        config.symlink_to(PROJECT_ROOT / "dagster.yaml")  # the repo's instance config, one copy
+    return home
 
 
 def default_golden_file() -> Path | None:
@@ -82,3 +99,7 @@ class Settings:
     eval_tolerance: float = field(default_factory=lambda: float(os.environ.get("RAG_EVAL_TOLERANCE") or 0.05))
     # Chunks tables this large get an ANN vector index, smaller ones stay exact (store.ann, RAG_ANN_MIN_ROWS)
     ann_min_rows: int = field(default_factory=lambda: int(os.environ.get("RAG_ANN_MIN_ROWS") or DEFAULT_ANN_MIN_ROWS))
+    # Generations kept by housekeeping besides the served one (RAG_KEEP_GENERATIONS): rollback needs >= 1
+    keep_generations: int = field(default_factory=lambda: int(os.environ.get("RAG_KEEP_GENERATIONS") or 2))
+    # How long a second writer waits for the lake's writer lock before giving up (RAG_LOCK_WAIT_S)
+    lock_wait_s: float = field(default_factory=lambda: float(os.environ.get("RAG_LOCK_WAIT_S") or 0))

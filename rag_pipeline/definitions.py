@@ -7,18 +7,28 @@ import dagster as dg
 from rag_pipeline.defs import assets, checks, evaluation
 from rag_pipeline.defs.automation import index_job, nightly_reindex_schedule, raw_folder_sensor
 from rag_pipeline.defs.generations import promote_generation_job, rollback_generation_job
-from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.defs.io import LakeStagingIOManager
+from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 
 
 def build_definitions(rag: RagSettingsResource | None = None) -> dg.Definitions:
-    """Definitions bound to one set of settings (the CLI passes --raw/--lake through here)."""
+    """Definitions bound to one set of settings (the CLI passes --raw/--lake through here).
+
+    Every run path (CLI, UI, schedule, sensor) uses these resources: stage outputs go to Arrow
+    files under the run's own lake, and each writing step holds the lake's writer lock.
+    """
+    rag = rag or RagSettingsResource()
     return dg.Definitions(
         assets=dg.load_assets_from_modules([assets, evaluation]),
         asset_checks=dg.load_asset_checks_from_modules([checks, evaluation]),
         jobs=[index_job, promote_generation_job, rollback_generation_job],
         schedules=[nightly_reindex_schedule],
         sensors=[raw_folder_sensor],
-        resources={"rag": rag or RagSettingsResource()},
+        resources={
+            "rag": rag,
+            "lake_writer": LakeWriterResource(rag=rag),
+            "io_manager": LakeStagingIOManager(rag=rag),
+        },
     )
 
 

@@ -19,7 +19,7 @@ from rag_pipeline_tests.conftest import REPO
 pytestmark = pytest.mark.slow
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = REPO / "data" / "test-artifacts"
-ASSETS = ["raw_documents", "parsed_documents", "quarantine", "chunks", "chunk_fingerprints", "embeddings", "lancedb_index", "golden_eval", "published_index"]
+ASSETS = ["raw_documents", "parsed_documents", "quarantine", "chunks", "chunk_fingerprints", "embeddings", "lancedb_index", "golden_eval", "published_index", "lake_housekeeping"]
 CHROME_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=3200,1400",

@@ -24,6 +24,7 @@ EXPECTED_ASSETS = {
     "golden_eval",
     "lancedb_index",
     "published_index",
+    "lake_housekeeping",
 }
 
 

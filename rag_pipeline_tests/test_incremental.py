@@ -28,7 +28,8 @@ def test_unchanged_corpus_parses_nothing_and_embeds_nothing(work):
     stats = report["lancedb_index"]
     assert (stats["added"], stats["updated"], stats["deleted"]) == (0, 0, 0)
     assert stats["unchanged"] == 13
-    assert report["golden_eval"]["status"].startswith("reused from generation")  # nothing to re-judge
+    assert report["golden_eval"]["status"] == "unchanged"  # no generation staged: nothing to re-judge
+    assert report["lancedb_index"]["new_generation"] is False
 
 
 def test_a_quality_regression_blocks_promotion_and_the_last_good_generation_keeps_serving(work):

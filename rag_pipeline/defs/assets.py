@@ -12,19 +12,22 @@ from collections import Counter
 import dagster as dg
 import numpy as np
 
-from rag_pipeline.chunking import Chunk, TokenBudget, chunk_document
-from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.chunking import TokenBudget, chunk_document
+import pyarrow as pa
+
+from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 from rag_pipeline.ingest.document import ParsedDocument
-from rag_pipeline.ingest.scan import RawFile, scan_raw_folder
+from rag_pipeline.ingest.scan import scan_raw_folder
 from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key
 from rag_pipeline.ingest.pool import is_transient, parse_many
 from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
-from rag_pipeline.store import rows
+from rag_pipeline.store import rows, staging
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import AnnPolicy
 from rag_pipeline.store.lake import IndexUnreadableError, Lake, utc_now
 
 OWNERS = ["team:search-platform"]
+WRITER_POOL = "rag_lake_writer"  # Dagster concurrency pool of the steps that write the lake (limit 1)
 
 
 def _md_table(header: list[str], records: list[list]) -> dg.MetadataValue:
@@ -34,7 +37,7 @@ def _md_table(header: list[str], records: list[list]) -> dg.MetadataValue:
 
 
 @dg.asset(group_name="ingest", kinds={"python", "file"}, owners=OWNERS)
-def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource) -> list[RawFile]:
+def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource) -> pa.Table:
     """Every file in the raw folder with its sha256 and sidecar metadata (status, ACL, owner)."""
     files = scan_raw_folder(rag.settings().raw_dir)
     by_ext = Counter((f.path.suffix.lower() or "(none)") for f in files)
@@ -47,7 +50,7 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource) -
             "with_sidecar_errors": sum(1 for f in files if f.metadata_error),
         }
     )
-    return files
+    return staging.raw_files_to_table(files)
 
 
 @dg.multi_asset(
@@ -66,7 +69,9 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource) -
         ),
     },
 )
-def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, raw_documents: list[RawFile]):
+def parse_documents(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource, raw_documents: pa.Table
+):
     """Parse every raw file; anything unreadable or low-confidence goes to quarantine instead.
 
     Files missing from the parse cache are parsed in parallel worker processes, each killed
@@ -74,6 +79,7 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
     """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
+    raw_documents = staging.raw_files_from_table(raw_documents)
     keys = {raw.doc_id: parse_cache_key(raw.sha256, settings.ocr_lang, raw.path.suffix) for raw in raw_documents}
     cached = lake.cached_parses(list(keys.values()))
     parsed: dict[str, ParsedDocument] = {}
@@ -107,7 +113,7 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
     lake.add_parses(fresh)
     ocr = [d.ocr_confidence for d in parsed.values() if d.ocr_used and d.ocr_confidence is not None]
     yield dg.Output(
-        parsed,
+        staging.parsed_to_table(parsed),
         output_name="parsed_documents",
         metadata={
             "documents": len(parsed),
@@ -124,7 +130,7 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
         },
     )
     yield dg.Output(
-        quarantined,
+        staging.quarantine_to_table(quarantined),
         output_name="quarantine",
         metadata={
             "quarantined": len(quarantined),
@@ -137,9 +143,7 @@ def parse_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource,
 
 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
-def chunks(
-    context: dg.AssetExecutionContext, rag: RagSettingsResource, parsed_documents: dict[str, ParsedDocument]
-) -> list[Chunk]:
+def chunks(context: dg.AssetExecutionContext, rag: RagSettingsResource, parsed_documents: pa.Table) -> pa.Table:
     """Structure-aware chunks (heading path, page) with overlap and content-addressed ids.
 
     Sized in the embedding model's tokens; `over_model_limit` counts chunks the model would
@@ -147,6 +151,7 @@ def chunks(
     """
     settings = rag.settings()
     budget = TokenBudget.for_encoder(rag.encoder())
+    parsed_documents = staging.parsed_from_table(parsed_documents)
     result = [
         c for doc_id, doc in parsed_documents.items() for c in chunk_document(doc_id, doc, settings.chunking, budget)
     ]
@@ -167,7 +172,7 @@ def chunks(
             ),
         }
     )
-    return result
+    return staging.chunks_to_table(result)
 
 
 def _served_table(context, lake: Lake, name: str, served: dict | None):
@@ -186,27 +191,29 @@ def _served_table(context, lake: Lake, name: str, served: dict | None):
 
 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
-def chunk_fingerprints(
-    context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: list[Chunk]
-) -> dict[str, str]:
+def chunk_fingerprints(context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: pa.Table) -> pa.Table:
     """chunk_id → sha256 of normalized text, diffed against the published index (new/same/gone)."""
-    fingerprints = {c.chunk_id: c.fingerprint for c in chunks}
+    fingerprints = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("fingerprint").to_pylist()))
     lake = Lake(rag.settings().lake_dir)
     served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True))
     previous = served.column("fingerprint").to_pylist() if served is not None else []
     context.add_output_metadata({"fingerprints": len(set(fingerprints.values())), **rows.fingerprint_diff(fingerprints.values(), previous)})
-    return fingerprints
+    return chunks.select(["chunk_id", "fingerprint"])
 
 
 @dg.asset(group_name="index", kinds={"python", "pytorch"}, owners=OWNERS)
 def embeddings(
-    context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: list[Chunk], chunk_fingerprints: dict[str, str]
-) -> dict[str, np.ndarray]:
+    context: dg.AssetExecutionContext,
+    rag: RagSettingsResource,
+    lake_writer: LakeWriterResource,
+    chunks: pa.Table,
+    chunk_fingerprints: pa.Table,
+) -> pa.Table:
     """Vectors per fingerprint; only fingerprints missing from the cache for this model are embedded."""
     encoder = rag.encoder()
     lake = Lake(rag.settings().lake_dir)
     key = encoder.identity.key
-    text_by_fp = {c.fingerprint: c.embed_text for c in chunks}
+    text_by_fp = dict(zip(chunks.column("fingerprint").to_pylist(), chunks.column("embed_text").to_pylist()))
     vectors = lake.cached_vectors(key, list(text_by_fp))
     missing = [fp for fp in text_by_fp if fp not in vectors]
     started = time.perf_counter()
@@ -226,51 +233,68 @@ def embeddings(
             "chunks_per_second": round(len(fresh) / seconds, 1) if fresh else None,
         }
     )
-    return vectors
+    return staging.vectors_to_table(vectors, encoder.identity.dimension)
 
 
-@dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS)
+@dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL)
 def lancedb_index(
     context: dg.AssetExecutionContext,
     rag: RagSettingsResource,
-    raw_documents: list[RawFile],
-    parsed_documents: dict[str, ParsedDocument],
-    quarantine: list[QuarantineRecord],
-    chunks: list[Chunk],
-    embeddings: dict[str, np.ndarray],
+    lake_writer: LakeWriterResource,
+    raw_documents: pa.Table,
+    parsed_documents: pa.Table,
+    quarantine: pa.Table,
+    chunks: pa.Table,
+    embeddings: pa.Table,
 ) -> dict:
-    """Write documents, chunks (vector + full-text index) and quarantine as a new, staged generation."""
+    """Write documents, chunks (vector + full-text index) and quarantine as a new, staged generation.
+
+    When nothing would differ from the served generation (same files, metadata, chunks, model),
+    no generation is staged: the served one is reported as `unchanged` and stays served.
+    """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     identity = rag.encoder().identity
     now = utc_now()
+    raws = staging.raw_files_from_table(raw_documents)
+    parsed = staging.parsed_from_table(parsed_documents)
+    chunk_records = staging.chunks_from_table(chunks)
     served = lake.read_manifest(missing_ok=True)
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
-    versions = rows.document_versions(raw_documents, previous_docs)
-    counts = Counter(c.doc_id for c in chunks)
-    documents = rows.documents_table(raw_documents, parsed_documents, counts, versions, now)
+    versions = rows.document_versions(raws, previous_docs)
+    counts = Counter(c.doc_id for c in chunk_records)
+    documents = rows.documents_table(raws, parsed, counts, versions, now)
     doc_rows = {r["doc_id"]: r for r in documents.to_pylist()}
-    raws = {r.doc_id: r for r in raw_documents}
-    chunk_table = rows.chunks_table(chunks, raws, doc_rows, embeddings, identity.dimension)
-    changes = rows.document_changes(previous_docs, documents)
-    manifest = lake.stage(
-        documents,
-        chunk_table,
-        rows.quarantine_table(quarantine, now),
-        model=identity.as_dict(),
-        run_id=context.run_id,
-        stats={"scanned_files": len(raw_documents), **changes},
-        ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
+    chunk_table = rows.chunks_table(
+        chunk_records, {r.doc_id: r for r in raws}, doc_rows, staging.vectors_from_table(embeddings), identity.dimension
     )
+    quarantine_table = rows.quarantine_table(staging.quarantine_from_table(quarantine), now)
+    changes = rows.document_changes(previous_docs, documents)
+    signature = rows.content_signature(documents, chunk_table, quarantine_table, identity.key)
+    if served and served.get("content_signature") == signature and lake.is_readable(served):
+        context.log.info(f"nothing changed since generation {served['generation']}: no new generation staged")
+        manifest = {**served, "unchanged": True}
+    else:
+        manifest = lake.stage(
+            documents,
+            chunk_table,
+            quarantine_table,
+            model=identity.as_dict(),
+            run_id=context.run_id,
+            stats={"scanned_files": len(raws), **changes},
+            ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
+            content_signature=signature,
+        )
     context.add_output_metadata(
         {
             "lake_dir": str(settings.lake_dir),
             "generation": manifest["generation"],
+            "new_generation": not manifest.get("unchanged"),
             "table_versions": manifest["table_versions"],
             "documents": documents.num_rows,
             "chunks": chunk_table.num_rows,
-            "quarantined": len(quarantine),
-            "scanned_files": len(raw_documents),
+            "quarantined": quarantine_table.num_rows,
+            "scanned_files": len(raws),
             **changes,
             "by_status": dict(Counter(r["status"] for r in doc_rows.values())),
             "model": identity.name,
@@ -281,19 +305,28 @@ def lancedb_index(
     return manifest
 
 
-@dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS)
+@dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL)
 def published_index(
-    context: dg.AssetExecutionContext, rag: RagSettingsResource, lancedb_index: dict, golden_eval: dict
+    context: dg.AssetExecutionContext,
+    rag: RagSettingsResource,
+    lake_writer: LakeWriterResource,
+    lancedb_index: dict,
+    golden_eval: dict,
 ) -> dg.MaterializeResult:
     """The generation queries read. Promoted only after the blocking checks pass: those on
     lancedb_index (consistency, model pin) and golden_quality_holds on golden_eval.
 
     A generation built with a different embedding model than the served one is left staged:
-    switching models is an explicit `rag generations promote N`.
+    switching models is an explicit `rag generations promote N`. An unchanged run promotes nothing.
     """
     lake = Lake(rag.settings().lake_dir)
     served = lake.read_manifest(missing_ok=True)
     generation = lancedb_index["generation"]
+    if lancedb_index.get("unchanged") and served and served["generation"] == generation:
+        lake.repair_promotion_log()
+        return dg.MaterializeResult(
+            metadata={"promoted": False, "new_generation": False, "served_generation": generation, "run_id": context.run_id}
+        )
     if served and served["model"]["key"] != lancedb_index["model"]["key"]:
         context.log.warning(
             f"generation {generation} uses model {lancedb_index['model']['name']} "
@@ -303,12 +336,30 @@ def published_index(
         return dg.MaterializeResult(metadata={"promoted": False, "served_generation": served["generation"], "staged_generation": generation})
     manifest = lake.promote(generation)
     return dg.MaterializeResult(
-        metadata={
-            "promoted": True,
-            "served_generation": manifest["generation"],
-            "previous_generation": served["generation"] if served else None,
-            "run_id": context.run_id,
-            "model": manifest["model"]["name"],
-            "golden_eval": golden_eval["status"],
-        }
+        metadata=served_metadata(manifest, previous=served, action="promoted by index_job")
+        | {"promoted": True, "run_id": context.run_id, "golden_eval": golden_eval["status"]}
     )
+
+
+def served_metadata(manifest: dict, *, previous: dict | None, action: str) -> dict:
+    """What published_index records whenever the served generation changes (job, CLI, UI)."""
+    return {
+        "served_generation": manifest["generation"],
+        "previous_generation": previous["generation"] if previous else None,
+        "action": action,
+        "model": manifest["model"]["name"],
+        "documents": manifest["counts"]["documents"],
+        "chunks": manifest["counts"]["chunks"],
+    }
+
+
+@dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL, deps=[published_index])
+def lake_housekeeping(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource
+) -> dg.MaterializeResult:
+    """Old generations, LanceDB versions and staging folders removed; the served generation and
+    the RAG_KEEP_GENERATIONS before it (what rollback needs) are kept."""
+    settings = rag.settings()
+    report = Lake(settings.lake_dir).prune(keep=settings.keep_generations)
+    context.log.info(f"housekeeping: {report}")
+    return dg.MaterializeResult(metadata=report)

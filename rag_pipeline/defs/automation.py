@@ -8,9 +8,13 @@ import dagster as dg
 
 from rag_pipeline.defs.resources import RagSettingsResource
 
+# In-process: one process per run loads the model once and holds the lake's writer lock from
+# the first step to the last (LakeWriterResource); the CLI, the UI, the schedule and the sensor
+# all run it this way, with stage outputs as Arrow files under the lake (defs.io).
 index_job = dg.define_asset_job(
     "index_job",
     selection=dg.AssetSelection.all(),
+    executor_def=dg.in_process_executor,
     description="Re-index the raw folder end to end and publish a new index generation.",
 )
 

@@ -2,6 +2,7 @@
 
 
 import dagster as dg
+import pyarrow as pa
 
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.ingest.scan import scan_raw_folder
@@ -70,7 +71,7 @@ def model_pin_matches(rag: RagSettingsResource, lancedb_index: dict) -> dg.Asset
 
 
 @dg.asset_check(asset="raw_documents", blocking=True)
-def scan_is_not_truncated(rag: RagSettingsResource, raw_documents: list) -> dg.AssetCheckResult:
+def scan_is_not_truncated(rag: RagSettingsResource, raw_documents: pa.Table) -> dg.AssetCheckResult:
     """Refuse to go on when the scan sees far fewer files than the served index knows.
 
     An unmounted share or a permissions change looks exactly like "everything was deleted";
@@ -82,7 +83,7 @@ def scan_is_not_truncated(rag: RagSettingsResource, raw_documents: list) -> dg.A
     known = (served or {}).get("stats", {}).get("scanned_files")
     if known is None and served:
         known = served["counts"]["documents"] + served["counts"]["quarantined"]
-    seen = len(raw_documents)
+    seen = raw_documents.num_rows
     too_few = bool(known) and known >= MIN_FILES_FOR_GUARD and seen < known * (1 - settings.max_deletion_fraction)
     return dg.AssetCheckResult(
         passed=not too_few or settings.allow_mass_deletion,

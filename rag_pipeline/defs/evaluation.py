@@ -10,7 +10,7 @@ promotion and the last good generation keeps serving.
 import dagster as dg
 
 from rag_pipeline.defs.assets import OWNERS, _md_table
-from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 from rag_pipeline.eval.gate import GATED_METRICS, compact, compare, eligible, scores
 from rag_pipeline.eval.golden import failures, load_golden, run_golden
 from rag_pipeline.query.api import RagIndex, stored_policy
@@ -22,11 +22,17 @@ REPORTED = (*GATED_METRICS, "false_refusal", "false_answer", "answer_contains")
 
 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
-def golden_eval(context: dg.AssetExecutionContext, rag: RagSettingsResource, lancedb_index: dict) -> dict:
+def golden_eval(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource, lancedb_index: dict
+) -> dict:
     """Golden-set quality of the staged generation (skipped when no golden set fits the corpus)."""
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     generation = lancedb_index["generation"]
+    stored = lake.read_generation_eval(generation) if lancedb_index.get("unchanged") else None
+    if stored is not None:  # no generation was staged: the served one's report stands as it is
+        context.add_output_metadata({"status": "unchanged", "generation": generation})
+        return stored
     questions, skipped = _questions(settings.golden_file, lake, lancedb_index)
     if skipped:
         context.add_output_metadata({"status": "skipped", "reason": skipped})

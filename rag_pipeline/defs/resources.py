@@ -1,47 +1,71 @@
-"""The one configurable resource: where the raw files and the lake live, which model to use."""
+"""The configurable resources: settings (where raw files and the lake live, which model), the
+lake's writer lock, and nothing else.
+
+Every field defaults to None, meaning "the RAG_* environment variable, else the built-in
+default", resolved by `config.Settings` when a run starts — never frozen at import time.
+"""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, encoder_for
+from rag_pipeline.store.lake import Lake
+from rag_pipeline.store.lock import lake_writer_lock
 
 
 class RagSettingsResource(dg.ConfigurableResource):
-    """Pipeline settings; each defaults to its RAG_* environment variable (see README)."""
+    """Pipeline settings; each unset field falls back to its RAG_* environment variable (README)."""
 
-    raw_dir: str = str(Settings().raw_dir)
-    lake_dir: str = str(Settings().lake_dir)
-    embedding_model: str = Settings().embedding_model
-    model_cache_dir: str = str(Settings().model_cache_dir)
-    embedding_precision: str = Settings().embedding_precision
-    ocr_min_confidence: float = Settings().ocr_min_confidence
-    max_deletion_fraction: float = Settings().max_deletion_fraction
-    allow_mass_deletion: bool = False
-    parse_workers: int = Settings().parse_workers
-    parse_timeout_s: float = Settings().parse_timeout_s
-    golden_file: str = str(Settings().golden_file or "none")
-    eval_tolerance: float = Settings().eval_tolerance
+    raw_dir: str | None = None
+    lake_dir: str | None = None
+    embedding_model: str | None = None
+    model_cache_dir: str | None = None
+    embedding_precision: str | None = None
+    ocr_min_confidence: float | None = None
+    max_deletion_fraction: float | None = None
+    allow_mass_deletion: bool | None = None
+    parse_workers: int | None = None
+    parse_timeout_s: float | None = None
+    golden_file: str | None = None
+    eval_tolerance: float | None = None
+    keep_generations: int | None = None
+    lock_wait_s: float | None = None
 
     def settings(self) -> Settings:
-        return Settings(
-            raw_dir=Path(self.raw_dir),
-            lake_dir=Path(self.lake_dir),
-            embedding_model=self.embedding_model,
-            model_cache_dir=Path(self.model_cache_dir),
-            embedding_precision=self.embedding_precision,
-            ocr_min_confidence=self.ocr_min_confidence,
-            max_deletion_fraction=self.max_deletion_fraction,
-            allow_mass_deletion=self.allow_mass_deletion,
-            parse_workers=self.parse_workers,
-            parse_timeout_s=self.parse_timeout_s,
-            golden_file=None if self.golden_file.lower() in ("", "none", "off") else Path(self.golden_file),
-            eval_tolerance=self.eval_tolerance,
-        )
+        overrides = {name: value for name, value in self.__dict__.items() if name in _FIELDS and value is not None}
+        for name in ("raw_dir", "lake_dir", "model_cache_dir"):
+            if name in overrides:
+                overrides[name] = Path(overrides[name])
+        if "golden_file" in overrides:
+            value = overrides["golden_file"]
+            overrides["golden_file"] = None if value.strip().lower() in ("", "none", "off") else Path(value)
+        return Settings(**overrides)
 
     def encoder(self) -> Encoder:
-        s = self.settings()
-        return encoder_for(s)
+        return encoder_for(self.settings())
+
+
+_FIELDS = set(RagSettingsResource.model_fields)
+
+
+class LakeWriterResource(dg.ConfigurableResource):
+    """Holds the lake's writer lock while a step (in-process: the whole run) executes.
+
+    A step that writes the lake asks for this resource; a second run on the same lake then
+    fails at once (or after RAG_LOCK_WAIT_S) naming the run that holds the lake.
+    """
+
+    rag: RagSettingsResource
+
+    @contextmanager
+    def yield_for_execution(self, context: dg.InitResourceContext):
+        settings = self.rag.settings()
+        with Lake(settings.lake_dir).writing("take the lake's writer lock"):
+            settings.lake_dir.mkdir(parents=True, exist_ok=True)  # a file in the way: one clear error
+        with lake_writer_lock(settings.lake_dir, what="Dagster run", run_id=context.run_id, wait_s=settings.lock_wait_s):
+            yield self

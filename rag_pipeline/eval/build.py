@@ -31,6 +31,7 @@ from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.scan import DocumentMetadata, RawFile, file_sha256
 from rag_pipeline.store import rows
 from rag_pipeline.store.lake import Lake, utc_now
+from rag_pipeline.text import ANALYZER_VERSION
 
 BUILD_VERSION = 2  # bump when how a corpus document becomes chunks changes (2: sizes in model tokens)
 EMBED_SLICE = 256  # texts per encode call: the cache is written after each, so a kill loses little
@@ -43,7 +44,8 @@ def default_cache_root() -> Path:
 
 def cache_key(corpus_sha256: str, chunking: ChunkingSettings, model_key: str) -> str:
     blob = json.dumps(
-        {"corpus": corpus_sha256, "chunking": asdict(chunking), "model": model_key, "build": BUILD_VERSION},
+        {"corpus": corpus_sha256, "chunking": asdict(chunking), "model": model_key, "build": BUILD_VERSION,
+         "analyzer": ANALYZER_VERSION},  # search_text is written by rag_pipeline.text.search_tokens
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -80,6 +81,10 @@ def os_errno(exc: BaseException) -> int | None:
 def _from_lance(exc: BaseException) -> bool:
     text = f"{type(exc).__module__} {exc}".lower()
     return "lance" in text or "not found" in text or os_errno(exc) is not None
+
+
+def _disk_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
 
 
 def utc_now() -> str:
@@ -195,10 +200,15 @@ class Lake:
         run_id: str | None,
         stats: dict | None = None,
         ann_policy: AnnPolicy = AnnPolicy(),
+        content_signature: str | None = None,
     ) -> dict:
         """Write the tables as new versions and record them as a new, not yet served, generation."""
         with self.writing("stage a new generation"):
-            return self._stage(documents, chunks, quarantine, model=model, run_id=run_id, stats=stats, ann_policy=ann_policy)
+            manifest = self._stage(documents, chunks, quarantine, model=model, run_id=run_id, stats=stats, ann_policy=ann_policy)
+            if content_signature:
+                manifest["content_signature"] = content_signature
+            self._write_json(self._generation_path(manifest["generation"]), manifest)
+            return manifest
 
     def _stage(self, documents, chunks, quarantine, *, model, run_id, stats, ann_policy) -> dict:
         versions = {}
@@ -244,7 +254,6 @@ class Lake:
             "vector_index": vector_index,  # how readers search the vectors (store.ann)
             "stats": stats or {},
         }
-        self._write_json(self._generation_path(manifest["generation"]), manifest)
         return manifest
 
     @staticmethod
@@ -266,17 +275,21 @@ class Lake:
             known = [g["generation"] for g in self.list_generations()]
             raise ValueError(f"no generation {generation} in {self.lake_dir}; known: {known}")
         manifest = {**json.loads(path.read_text(encoding="utf-8")), "promoted_at": utc_now()}
-        served = self.read_manifest(missing_ok=True)
-        history = self.promotion_history()
-        if served and (not history or history[-1] != served["generation"]):
-            # a crash between swap and log lost the served generation's entry: restore it first
-            self._log_promotion(served["generation"], served.get("promoted_at", utc_now()))
+        self.repair_promotion_log()
         failpoint("promote")
         with self.writing(f"promote generation {generation}"):
             self._write_json(self.lake_dir / MANIFEST_NAME, manifest)
         failpoint("promote_log")
         self._log_promotion(generation, manifest["promoted_at"])
         return manifest
+
+    def repair_promotion_log(self) -> None:
+        """A crash between the manifest swap and the log append lost the served generation's
+        entry: restore it, so rollback walks back through every generation that served."""
+        served = self.read_manifest(missing_ok=True)
+        history = self.promotion_history()
+        if served and (not history or history[-1] != served["generation"]):
+            self._log_promotion(served["generation"], served.get("promoted_at", utc_now()))
 
     def _log_promotion(self, generation: int, at: str) -> None:
         with (self.lake_dir / PROMOTION_LOG).open("a", encoding="utf-8") as fh:
@@ -287,7 +300,8 @@ class Lake:
         history = self.promotion_history()
         served = self.read_manifest(missing_ok=True)  # the truth, should the log lag behind it
         current = served["generation"] if served else (history[-1] if history else None)
-        previous = next((g for g in reversed(history) if g != current), None)
+        kept = {g["generation"] for g in self.list_generations()}  # housekeeping may have pruned some
+        previous = next((g for g in reversed(history) if g != current and g in kept), None)
         if previous is None:
             raise ValueError("nothing to roll back to: only one generation has ever been served")
         return self.promote(previous)
@@ -309,6 +323,77 @@ class Lake:
             manifest["current"] = manifest["generation"] == current
             generations.append(manifest)
         return generations
+
+    def prune(self, keep: int) -> dict:
+        """Drop generations, table versions and staging folders nothing can serve any more.
+
+        Kept: the served generation, the `keep` generations served before it (rollback walks
+        back through them), and the newest staged one (it may await an explicit promote).
+        LanceDB versions not recorded by a kept generation are deleted; the cache tables are
+        compacted and keep only their latest version. Caller holds the writer lock.
+        """
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1 (rollback needs a previous generation), got {keep}")
+        before = _disk_bytes(self.lake_dir)
+        generations = {g["generation"]: g for g in self.list_generations()}
+        served = self.read_manifest(missing_ok=True)
+        kept = {served["generation"]} if served else set()
+        previous = []
+        for g in reversed(self.promotion_history()):
+            if g in generations and g not in kept and g not in previous and len(previous) < keep:
+                previous.append(g)
+        kept |= set(previous)
+        if generations:
+            kept.add(max(generations))
+        removed = sorted(set(generations) - kept)
+        for g in removed:
+            path = self._generation_path(g)
+            path.with_suffix(".eval.json").unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+        versions_removed = 0
+        with self.writing("remove old table versions"):
+            tables = self._tables()
+            for name in (*PUBLISHED_TABLES, s.TERM_STATS):
+                if name not in tables:
+                    continue
+                needed = {generations[g]["table_versions"].get(name) for g in kept if g in generations}
+                dataset = self.db.open_table(name).to_lance()
+                drop = [v["version"] for v in dataset.versions() if v["version"] not in needed and v["version"] != dataset.version]
+                if drop:
+                    dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
+                    versions_removed += len(drop)
+            for name in sorted(t for t in tables if t == s.PARSE_CACHE or t.startswith("embedding_cache_")):
+                table = self.db.open_table(name)
+                table.compact_files()
+                dataset = table.to_lance()
+                drop = [v["version"] for v in dataset.versions() if v["version"] != dataset.version]
+                if drop:
+                    dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
+                    versions_removed += len(drop)
+            staging_removed = self._prune_staging()
+        return {
+            "generations_kept": sorted(kept),
+            "generations_removed": len(removed),
+            "table_versions_removed": versions_removed,
+            "staging_runs_removed": staging_removed,
+            "lake_bytes_before": before,
+            "lake_bytes_after": _disk_bytes(self.lake_dir),
+        }
+
+    def _prune_staging(self, keep_runs: int = 2) -> int:
+        """Remove stage outputs of old runs, except what a run on this lake may still read."""
+        root = self.lake_dir / "staging"
+        runs = root / "runs"
+        if not runs.is_dir():
+            return 0
+        referenced = {json.loads(p.read_text(encoding="utf-8"))["run_id"] for p in (root / "latest").glob("*.json")}
+        by_age = sorted(runs.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
+        removed = 0
+        for path in by_age[keep_runs:]:
+            if path.name not in referenced:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
+        return removed
 
     def publish(self, documents: pa.Table, chunks: pa.Table, quarantine: pa.Table, *, model: dict, run_id: str | None) -> dict:
         """Stage and promote at once (tests and tools that need no quality gate in between)."""
@@ -358,6 +443,17 @@ class Lake:
             table = self.db.open_table(name)
             table.checkout(manifest["table_versions"][name])
         return table
+
+    def is_readable(self, manifest: dict) -> bool:
+        """Whether every data file of a generation's tables can be read (one small column each)."""
+        try:
+            for name in PUBLISHED_TABLES:
+                with self.reading(name, manifest):
+                    key = "chunk_id" if name == s.CHUNKS else "doc_id"
+                    self.open_published(name, manifest).to_lance().to_table(columns=[key])
+        except IndexUnreadableError:
+            return False
+        return True
 
     def published_arrow(self, name: str, manifest: dict | None = None) -> pa.Table:
         manifest = manifest or self.read_manifest()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import hashlib
+
 import numpy as np
 import pyarrow as pa
 
@@ -147,3 +149,18 @@ def document_changes(previous: pa.Table | None, current: pa.Table) -> dict[str, 
         "unchanged": sum(1 for d in common if before[d] == after[d]),
         "deleted": len(before.keys() - after.keys()),
     }
+
+
+_VOLATILE = {"indexed_at", "quarantined_at", "vector"}  # vectors follow from fingerprint + model key
+
+
+def content_signature(documents: pa.Table, chunks: pa.Table, quarantine: pa.Table, model_key: str) -> str:
+    """sha256 of everything a reader of a generation could see, timestamps aside: equal
+    signatures mean a new generation would serve exactly what the current one serves."""
+    digest = hashlib.sha256(model_key.encode())
+    for table in (documents, chunks, quarantine):
+        kept = table.select([name for name in table.column_names if name not in _VOLATILE]).combine_chunks()
+        digest.update(kept.schema.serialize())
+        for batch in kept.to_batches(max_chunksize=65_536):  # bounded memory: no copy of the whole table
+            digest.update(batch.serialize())
+    return digest.hexdigest()

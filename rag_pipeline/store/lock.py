@@ -1,0 +1,89 @@
+"""One writer per lake: an exclusive lock file held while a run (or a promotion) writes.
+
+`flock` on ``<lake>/.writer.lock``: the kernel drops it when the holder exits, however it
+exits (SIGKILL, OOM, a crashed host's process table), so a stale lock never needs clearing by
+hand. The file's content names the holder (run id, pid, host, since) for the message a second
+writer gets. Local and most network file systems honour flock; on an object store, run one
+writer per lake through Dagster's run queue instead (see README, "Running on a cluster").
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+LOCK_NAME = ".writer.lock"
+
+
+class LakeBusyError(RuntimeError):
+    """Another run is writing this lake; nothing was changed."""
+
+
+def describe_holder(lake_dir: Path) -> str:
+    """Who holds (or last held) the lock, as one phrase."""
+    try:
+        holder = json.loads((Path(lake_dir) / LOCK_NAME).read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        holder = {}
+    if not holder:
+        return "another process"
+    return f"{holder.get('what', 'a run')} {holder.get('run_id') or ''} (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('since')})".replace("  ", " ")
+
+
+@contextmanager
+def lake_writer_lock(lake_dir: Path, *, what: str, run_id: str | None = None, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold the lake's writer lock for the block; LakeBusyError after wait_s seconds if taken."""
+    lake_dir = Path(lake_dir)
+    lake_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lake_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LakeBusyError(
+                        f"the lake {lake_dir} is being written by {describe_holder(lake_dir)}: "
+                        "wait for it to finish (or set RAG_LOCK_WAIT_S to wait); nothing was changed"
+                    ) from None
+                time.sleep(0.5)
+        holder = {
+            "what": what,
+            "run_id": run_id,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def is_locked(lake_dir: Path) -> bool:
+    """Whether a writer holds the lake right now (a probe: takes and drops the lock at once)."""
+    path = Path(lake_dir) / LOCK_NAME
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)

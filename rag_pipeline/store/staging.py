@@ -1,0 +1,149 @@
+"""What one pipeline stage hands the next, as Arrow tables (pure codecs, no pickles).
+
+Every stage output is a plain `pa.Table` with a fixed schema, so it can be written under the
+lake (defs.io.LakeStagingIOManager), read by any worker process, and inspected with DuckDB or
+polars. The pure stage functions keep working on records (RawFile, ParsedDocument, Chunk, ...);
+these functions convert at the asset boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from rag_pipeline.chunking import Chunk
+from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
+from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json
+from rag_pipeline.ingest.triage import QuarantineRecord
+
+RAW_FILES_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("path", pa.binary()),  # os.fsencode: a file name need not be valid UTF-8
+        pa.field("size", pa.int64()),
+        pa.field("sha256", pa.string()),
+        pa.field("metadata", pa.string()),  # JSON of DocumentMetadata
+        pa.field("metadata_error", pa.string()),
+    ]
+)
+PARSED_SCHEMA = pa.schema([pa.field("doc_id", pa.string(), nullable=False), pa.field("outcome", pa.string())])
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("sha256", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("reason", pa.string()),
+        pa.field("detail", pa.string()),
+        pa.field("ocr_confidence", pa.float64()),
+    ]
+)
+CHUNKS_SCHEMA = pa.schema(
+    [
+        pa.field("chunk_id", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string()),
+        pa.field("ordinal", pa.int32()),
+        pa.field("text", pa.string()),
+        pa.field("embed_text", pa.string()),
+        pa.field("heading_path", pa.list_(pa.string())),
+        pa.field("page", pa.int32()),
+        pa.field("fingerprint", pa.string()),
+    ]
+)
+FINGERPRINTS_SCHEMA = pa.schema([pa.field("chunk_id", pa.string(), nullable=False), pa.field("fingerprint", pa.string())])
+
+
+def raw_files_to_table(files: list[RawFile]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [
+            {
+                "doc_id": f.doc_id,
+                "source": f.source,
+                "path": os.fsencode(f.path),
+                "size": f.size,
+                "sha256": f.sha256,
+                "metadata": json.dumps(asdict(f.metadata), ensure_ascii=False),
+                "metadata_error": f.metadata_error,
+            }
+            for f in files
+        ],
+        schema=RAW_FILES_SCHEMA,
+    )
+
+
+def raw_files_from_table(table: pa.Table) -> list[RawFile]:
+    files = []
+    for row in table.to_pylist():
+        meta = json.loads(row["metadata"])
+        meta["access_groups"] = tuple(meta["access_groups"])
+        files.append(
+            RawFile(
+                doc_id=row["doc_id"],
+                source=row["source"],
+                path=Path(os.fsdecode(row["path"])),
+                size=row["size"],
+                sha256=row["sha256"],
+                metadata=DocumentMetadata(**meta),
+                metadata_error=row["metadata_error"],
+            )
+        )
+    return files
+
+
+def parsed_to_table(parsed: dict[str, ParsedDocument]) -> pa.Table:
+    return pa.table(
+        {"doc_id": list(parsed), "outcome": [outcome_to_json(d) for d in parsed.values()]}, schema=PARSED_SCHEMA
+    )
+
+
+def parsed_from_table(table: pa.Table) -> dict[str, ParsedDocument]:
+    ids, outcomes = table.column("doc_id").to_pylist(), table.column("outcome").to_pylist()
+    return {doc_id: outcome_from_json(text) for doc_id, text in zip(ids, outcomes)}
+
+
+def quarantine_to_table(records: list[QuarantineRecord]) -> pa.Table:
+    return pa.Table.from_pylist([asdict(r) for r in records], schema=QUARANTINE_SCHEMA)
+
+
+def quarantine_from_table(table: pa.Table) -> list[QuarantineRecord]:
+    return [QuarantineRecord(**row) for row in table.to_pylist()]
+
+
+def chunks_to_table(chunks: list[Chunk]) -> pa.Table:
+    return pa.Table.from_pylist([{**asdict(c), "heading_path": list(c.heading_path)} for c in chunks], schema=CHUNKS_SCHEMA)
+
+
+def chunks_from_table(table: pa.Table) -> list[Chunk]:
+    return [Chunk(**{**row, "heading_path": tuple(row["heading_path"])}) for row in table.to_pylist()]
+
+
+def fingerprints_to_table(chunks: list[Chunk]) -> pa.Table:
+    return pa.table(
+        {"chunk_id": [c.chunk_id for c in chunks], "fingerprint": [c.fingerprint for c in chunks]}, schema=FINGERPRINTS_SCHEMA
+    )
+
+
+def vectors_schema(dimension: int) -> pa.Schema:
+    return pa.schema([pa.field("fingerprint", pa.string(), nullable=False), pa.field("vector", pa.list_(pa.float32(), dimension))])
+
+
+def vectors_to_table(vectors: dict[str, np.ndarray], dimension: int) -> pa.Table:
+    keys = list(vectors)
+    flat = np.asarray([vectors[k] for k in keys], dtype=np.float32).reshape(-1)
+    column = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dimension)
+    return pa.Table.from_arrays([pa.array(keys, type=pa.string()), column], schema=vectors_schema(dimension))
+
+
+def vectors_from_table(table: pa.Table) -> dict[str, np.ndarray]:
+    if table.num_rows == 0:
+        return {}
+    matrix = table.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    matrix = matrix.reshape(table.num_rows, -1).astype(np.float32, copy=False)
+    return dict(zip(table.column("fingerprint").to_pylist(), matrix))

@@ -1,0 +1,170 @@
+"""Data flow under concurrency: stage outputs stay in their own lake, one writer per lake,
+no-op runs stage nothing, housekeeping keeps what rollback needs. Real `rag index` processes,
+real Dagster instance, real LanceDB files and model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from rag_pipeline.query import RagIndex
+from rag_pipeline.store import schema as s
+from rag_pipeline.store.lake import Lake
+from rag_pipeline.store.lock import LakeBusyError, is_locked, lake_writer_lock
+from rag_pipeline_tests.indexing import assert_consistent, run_index
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _folder(root: Path, name: str, canary: str, files: int = 3) -> Path:
+    raw = root / name
+    raw.mkdir(parents=True)
+    for i in range(files):
+        (raw / f"{name}_{i}.md").write_text(
+            f"# {name} note {i}\n\nThe {canary} procedure, step {i}: every {name} file says {canary} {i} times.\n",
+            encoding="utf-8",
+        )
+    return raw
+
+
+def _rag_index(raw: Path, lake: Path, home: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "DAGSTER_HOME": str(home), "RAG_GOLDEN_FILE": "none", "RAG_PARSE_WORKERS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(raw), "--lake", str(lake), "--json", *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def _texts(lake: Path) -> str:
+    return " ".join(Lake(lake).published_arrow(s.CHUNKS).column("text").to_pylist())
+
+
+@pytest.mark.slow
+def test_two_lakes_indexed_at_once_from_one_dagster_home_each_serve_only_their_own_folder(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").symlink_to(REPO / "dagster.yaml")
+    a = _folder(tmp_path, "alpha", "ZEBRACANARY")
+    b = _folder(tmp_path, "beta", "OKAPICANARY", files=5)
+    runs = [_rag_index(a, tmp_path / "lake_a", home), _rag_index(b, tmp_path / "lake_b", home)]
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-3000:]
+    for lake, mine, other, n in (("lake_a", "zebracanary", "okapicanary", 3), ("lake_b", "okapicanary", "zebracanary", 5)):
+        assert_consistent(tmp_path / lake)
+        sources = Lake(tmp_path / lake).published_arrow(s.DOCUMENTS).column("source").to_pylist()
+        assert len(sources) == n and all(src.startswith(lake[-1] == "a" and "alpha" or "beta") for src in sources)
+        text = _texts(tmp_path / lake).lower()
+        assert mine in text and other not in text
+        hits = RagIndex.open(tmp_path / lake).search(other.upper(), mode="keyword", k=5).to_dicts()
+        assert not any(other in h["text"].lower() for h in hits)
+        # the stage outputs live under the lake itself, not in the shared instance storage
+        assert list((tmp_path / lake / "staging" / "runs").glob("*/chunks.arrow"))
+    assert not (home / "storage").exists() or not any((home / "storage").rglob("chunks"))
+
+
+@pytest.mark.slow
+def test_two_simultaneous_runs_on_one_lake_one_writes_the_other_exits_naming_it(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    raw = _folder(tmp_path, "gamma", "IBEXCANARY", files=6)
+    lake = tmp_path / "lake"
+    first = _rag_index(raw, lake, home)
+    deadline = time.monotonic() + 300
+    while not is_locked(lake) and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second = _rag_index(raw, lake, home)
+    out2, err2 = second.communicate(timeout=600)
+    out1, err1 = first.communicate(timeout=600)
+    assert first.returncode == 0, err1[-3000:]
+    assert second.returncode == 3, (second.returncode, err2[-3000:])
+    assert "is being written by" in err2 and "Traceback" not in err2
+    manifest = assert_consistent(lake)
+    assert manifest["generation"] == 1 and len(Lake(lake).list_generations()) == 1
+    documents = Lake(lake).published_arrow(s.DOCUMENTS).column("source").to_pylist()
+    assert sorted(documents) == sorted(p.name for p in raw.iterdir())
+    # after the first one finishes, a re-run finds nothing to do and stages nothing
+    rerun = _rag_index(raw, lake, home)
+    out3, err3 = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, err3[-3000:]
+    assert '"new_generation": false' in out3 and len(Lake(lake).list_generations()) == 1
+
+
+def test_the_writer_lock_is_exclusive_and_freed_when_its_holder_is_killed(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time; from rag_pipeline.store.lock import lake_writer_lock\n"
+            f"with lake_writer_lock({str(tmp_path)!r}, what='test holder', run_id='run-123'):\n"
+            "    print('held', flush=True); time.sleep(600)\n"
+        )],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert is_locked(tmp_path)
+        with pytest.raises(LakeBusyError, match=r"test holder run-123 \(pid \d+"):
+            with lake_writer_lock(tmp_path, what="second"):
+                pass
+        started = time.monotonic()
+        with pytest.raises(LakeBusyError):
+            with lake_writer_lock(tmp_path, what="patient", wait_s=1.0):
+                pass
+        assert time.monotonic() - started >= 1.0
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert not is_locked(tmp_path)  # a crashed holder leaves no stale lock
+    with lake_writer_lock(tmp_path, what="after the crash"):
+        assert is_locked(tmp_path)
+
+
+@pytest.mark.slow
+def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(work):
+    lake = Lake(work / "lake")
+    before = lake.read_manifest()["generation"]
+    report = run_index(work / "raw", work / "lake", golden_file="none")
+    assert report["success"] and report["lancedb_index"]["new_generation"] is False
+    assert report["published_index"]["promoted"] is False
+    assert lake.read_manifest()["generation"] == before == max(g["generation"] for g in lake.list_generations())
+    # three real changes → three new generations; housekeeping (keep 1) in each run prunes the rest
+    for i in range(3):
+        (work / "raw" / "handbook" / f"notice_{i}.txt").write_text(f"Notice {i}: the lab closes at {17 + i}:00.\n", encoding="utf-8")
+        report = run_index(work / "raw", work / "lake", keep_generations=1, golden_file="none")
+        assert report["success"], report["failures"]
+        assert report["published_index"]["promoted"] is True
+    served = lake.read_manifest()["generation"]
+    kept = [g["generation"] for g in lake.list_generations()]
+    assert kept == [served - 1, served]
+    assert report["lake_housekeeping"]["generations_removed"] >= 1 or report["lake_housekeeping"]["table_versions_removed"] >= 1
+    for name in (s.DOCUMENTS, s.CHUNKS):
+        versions = [v["version"] for v in lake.db.open_table(name).to_lance().versions()]
+        needed = {lake.read_generation(g)["table_versions"][name] for g in kept}
+        assert needed <= set(versions) and len(versions) <= len(needed) + 1
+    assert lake.rollback()["generation"] == served - 1
+    assert_consistent(work / "lake")
+    assert RagIndex.open(work / "lake").search("lab closes", mode="keyword", k=3).to_dicts()
+
+
+@pytest.mark.slow
+def test_cli_rollback_is_recorded_on_published_index(work, tmp_path, monkeypatch):
+    from rag_pipeline import cli
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("RAG_GOLDEN_FILE", "none")  # the gate is tested elsewhere
+    (work / "raw" / "handbook" / "extra.txt").write_text("The gym opens at 06:00.\n", encoding="utf-8")
+    assert cli.main(["index", "--raw", str(work / "raw"), "--lake", str(work / "lake")]) == 0
+    served = Lake(work / "lake").read_manifest()["generation"]
+    assert cli.main(["generations", "rollback", "--lake", str(work / "lake")]) == 0
+    with dg.DagsterInstance.get() as instance:
+        event = instance.get_latest_materialization_event(dg.AssetKey("published_index"))
+    metadata = event.asset_materialization.metadata
+    assert metadata["served_generation"].value == served - 1 == Lake(work / "lake").read_manifest()["generation"]
+    assert metadata["action"].value == "rag generations rollback"
