@@ -175,7 +175,7 @@ def chunks(context: dg.AssetExecutionContext, rag: RagSettingsResource, parsed_d
     return staging.chunks_to_table(result)
 
 
-def _served_table(context, lake: Lake, name: str, served: dict | None):
+def _served_table(context, lake: Lake, name: str, served: dict | None, columns: list[str] | None = None):
     """The served generation's table to diff against; None when there is none or it is damaged.
 
     A damaged served generation must not block the run that replaces it: everything is rebuilt
@@ -184,7 +184,7 @@ def _served_table(context, lake: Lake, name: str, served: dict | None):
     if not served:
         return None
     try:
-        return lake.published_arrow(name, served)
+        return lake.published_arrow(name, served, columns)
     except IndexUnreadableError as exc:
         context.log.error(f"{exc} — building the new generation without it")
         return None
@@ -195,7 +195,7 @@ def chunk_fingerprints(context: dg.AssetExecutionContext, rag: RagSettingsResour
     """chunk_id → sha256 of normalized text, diffed against the published index (new/same/gone)."""
     fingerprints = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("fingerprint").to_pylist()))
     lake = Lake(rag.settings().lake_dir)
-    served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True))
+    served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint"])
     previous = served.column("fingerprint").to_pylist() if served is not None else []
     context.add_output_metadata({"fingerprints": len(set(fingerprints.values())), **rows.fingerprint_diff(fingerprints.values(), previous)})
     return chunks.select(["chunk_id", "fingerprint"])

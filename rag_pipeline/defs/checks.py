@@ -16,8 +16,8 @@ def every_file_accounted_for(rag: RagSettingsResource, lancedb_index: dict) -> d
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     scanned = {f.doc_id: f.source for f in scan_raw_folder(settings.raw_dir)}
-    indexed = set(lake.published_arrow(s.DOCUMENTS, lancedb_index).column("doc_id").to_pylist())
-    quarantined = set(lake.published_arrow(s.QUARANTINE, lancedb_index).column("doc_id").to_pylist())
+    indexed = set(lake.published_arrow(s.DOCUMENTS, lancedb_index, ["doc_id"]).column("doc_id").to_pylist())
+    quarantined = set(lake.published_arrow(s.QUARANTINE, lancedb_index, ["doc_id"]).column("doc_id").to_pylist())
     missing = sorted(scanned[d] for d in set(scanned) - indexed - quarantined)
     both = sorted(scanned.get(d, d) for d in indexed & quarantined)
     return dg.AssetCheckResult(

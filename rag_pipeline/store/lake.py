@@ -455,10 +455,12 @@ class Lake:
             return False
         return True
 
-    def published_arrow(self, name: str, manifest: dict | None = None) -> pa.Table:
+    def published_arrow(self, name: str, manifest: dict | None = None, columns: list[str] | None = None) -> pa.Table:
+        """A served table (or only `columns` of it: a diff needs one column, not every vector)."""
         manifest = manifest or self.read_manifest()
         with self.reading(name, manifest):
-            return self.open_published(name, manifest).to_arrow()
+            table = self.open_published(name, manifest)
+            return table.to_arrow() if columns is None else table.to_lance().to_table(columns=columns)
 
     def _generation_path(self, generation: int) -> Path:
         return self.lake_dir / GENERATIONS_DIR / f"{generation:06d}.json"
