@@ -145,6 +145,7 @@ def make_document(
     ocr_used: bool = False,
     ocr_confidence: float | None = None,
     warnings: list[str] | None = None,
+    ocr_pages: list[dict] | None = None,
 ) -> ParsedDocument:
     """Finish a document: language, title fallback, and ``no_text`` if nothing was found.
 
@@ -169,4 +170,5 @@ def make_document(
         ocr_confidence=ocr_confidence,
         title=(squash(title) if title and squash(title) else None) or first_heading,
         warnings=list(warnings or []),
+        ocr_pages=list(ocr_pages or []),
     )

@@ -48,6 +48,9 @@ class ParsedDocument:
     ocr_confidence: float | None = None  # document-level mean word confidence over OCR'd pages
     title: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # One entry per OCR'd page: {"page", "confidence", "words", "rotation"}; triage drops
+    # the text of pages below the confidence threshold and lists them in ``warnings``.
+    ocr_pages: list[dict] = field(default_factory=list)
 
     @property
     def text(self) -> str:

@@ -43,14 +43,16 @@ def _checked(frame: Image.Image) -> Image.Image:
 
 def ocr_frames(
     frames: Iterable[tuple[int, Image.Image]], lang: str, builder: BlockBuilder, *, upscale: bool = True
-) -> tuple[int, float, list[str]]:
-    """OCR ``(page_number, image)`` pairs into ``builder``.
+) -> tuple[int, float, list[str], list[dict]]:
+    """OCR ``(page_number, image)`` pairs into ``builder``, each turned right side up.
 
-    Returns ``(word_count, confidence_sum, warnings)`` so callers can aggregate a
-    word-weighted document confidence. Each block carries its page's mean confidence.
-    A page that times out is skipped with a warning.
+    Returns ``(word_count, confidence_sum, warnings, pages)`` so callers can aggregate a
+    word-weighted document confidence; ``pages`` holds one ``{"page", "confidence",
+    "words", "rotation"}`` entry per page read (see ``ParsedDocument.ocr_pages``). Each
+    block carries its page's mean confidence. A page that times out is skipped with a
+    warning; a page read turned says so in the warnings.
     """
-    words, conf_sum, notes = 0, 0.0, []
+    words, conf_sum, notes, pages = 0, 0.0, [], []
     for page_no, frame in frames:
         try:
             result = ocr_image(frame, lang, upscale=upscale)
@@ -59,16 +61,26 @@ def ocr_frames(
             continue
         words += result.word_count
         conf_sum += result.confidence_sum
+        pages.append(
+            {"page": page_no, "confidence": round(result.confidence, 1), "words": result.word_count,
+             "rotation": result.rotation}
+        )
+        if result.rotation:
+            notes.append(
+                f"page {page_no}: read turned {result.rotation} degrees (confidence by turn: "
+                + ", ".join(f"{turn}: {conf:g}" for turn, conf in result.tried) + ")"
+            )
         for para in result.paragraphs:
             builder.add(para, "ocr_text", page=page_no, ocr_confidence=round(result.confidence, 1))
-    return words, conf_sum, notes
+    return words, conf_sum, notes, pages
 
 
 def parse_image(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """OCR an image file; every frame of a multi-page TIFF is a page.
 
     Zero recognised words means ``no_text`` (a photo, a blank scan). Low confidence is
-    not judged here: ``ocr_confidence`` is the word-weighted mean over all frames.
+    not judged here: ``ocr_confidence`` is the word-weighted mean over all frames and
+    ``ocr_pages`` has each frame's own confidence, for triage to drop bad pages.
     """
     img = open_image(path)
     with img:
@@ -77,7 +89,7 @@ def parse_image(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             raise UnreadableDocument("too_large", f"{page_count} frames (limit {MAX_FRAMES})")
         frames = ((i, _checked(frame).copy()) for i, frame in enumerate(ImageSequence.Iterator(img), start=1))
         builder = BlockBuilder()
-        words, conf_sum, notes = ocr_frames(frames, ocr_lang, builder)
+        words, conf_sum, notes, pages = ocr_frames(frames, ocr_lang, builder)
     if words == 0:
         if notes:
             raise UnreadableDocument("timeout", "; ".join(notes))
@@ -90,4 +102,5 @@ def parse_image(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         ocr_used=True,
         ocr_confidence=round(conf_sum / words, 1),
         warnings=notes,
+        ocr_pages=pages,
     )

@@ -355,6 +355,7 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """
     notes: list[str] = []
     ocr_words, ocr_conf_sum, ocr_pages = 0, 0.0, 0
+    page_facts: list[dict] = []
     pages: list[tuple[int, list[tuple[str, object]]]] = []
     ocr_jobs: list[_OcrJob] = []
     meta_title: str | None = None
@@ -404,9 +405,10 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     if ocr_jobs:
         with ThreadPoolExecutor(max_workers=max(1, min(OCR_WORKERS, len(ocr_jobs)))) as pool:
             results = list(pool.map(lambda job: _ocr_page(path, job, ocr_lang), ocr_jobs))
-        for job, (blocks, words, conf_sum, page_notes) in zip(ocr_jobs, results):
+        for job, (blocks, words, conf_sum, page_notes, read) in zip(ocr_jobs, results):
             notes.extend(page_notes)
             if words:
+                page_facts.extend(read)
                 ocr_words += words
                 ocr_conf_sum += conf_sum
                 ocr_pages += 1
@@ -438,6 +440,7 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         ocr_used=ocr_pages > 0,
         ocr_confidence=round(ocr_conf_sum / ocr_words, 1) if ocr_words else (0.0 if ocr_pages else None),
         warnings=notes,
+        ocr_pages=page_facts,
     )
 
 
@@ -451,8 +454,8 @@ class _OcrJob:
     reason: str
 
 
-def _ocr_page(path: Path, job: _OcrJob, lang: str) -> tuple[list[TextBlock], int, float, list[str]]:
-    """Render and OCR one page; returns ``(blocks, word_count, confidence_sum, notes)``.
+def _ocr_page(path: Path, job: _OcrJob, lang: str) -> tuple[list[TextBlock], int, float, list[str], list[dict]]:
+    """Render and OCR one page; returns ``(blocks, word_count, confidence_sum, notes, pages)``.
 
     Runs in a worker thread: rendering and tesseract are subprocesses, so pages of one
     scanned PDF proceed in parallel.
@@ -461,15 +464,15 @@ def _ocr_page(path: Path, job: _OcrJob, lang: str) -> tuple[list[TextBlock], int
     try:
         image = _render_page(path, job.page_no, job.width, job.height, job.native_dpi)
     except OcrTimeout as exc:
-        return [], 0, 0.0, [f"page {job.page_no}: {job.reason}; render timeout ({exc})"]
+        return [], 0, 0.0, [f"page {job.page_no}: {job.reason}; render timeout ({exc})"], []
     except OcrEngineError:
         raise
     except Exception as exc:
-        return [], 0, 0.0, [f"page {job.page_no}: {job.reason}; render failed: {exc}"]
+        return [], 0, 0.0, [f"page {job.page_no}: {job.reason}; render failed: {exc}"], []
     notes.append(f"page {job.page_no}: OCR ({job.reason})")
     scratch = BlockBuilder()
-    words, conf_sum, ocr_notes = ocr_frames([(job.page_no, image)], lang, scratch, upscale=False)
-    return scratch.blocks, words, conf_sum, notes + ocr_notes
+    words, conf_sum, ocr_notes, read = ocr_frames([(job.page_no, image)], lang, scratch, upscale=False)
+    return scratch.blocks, words, conf_sum, notes + ocr_notes, read
 
 
 def _drop_running_lines(pages: list[tuple[int, list[tuple[str, object]]]]) -> None:

@@ -13,7 +13,9 @@ from dataclasses import asdict
 
 from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
 
-PARSE_CACHE_VERSION = 2  # bump when a parser changes its output for the same bytes (2: hostile-input fixes)
+# Bump when a parser changes its output for the same bytes (2: hostile-input fixes;
+# 3: pages OCR'd right side up, per-page OCR confidence in ``ocr_pages``).
+PARSE_CACHE_VERSION = 3
 
 
 def parse_cache_key(sha256: str, ocr_lang: str, suffix: str) -> str:

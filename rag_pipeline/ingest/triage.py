@@ -36,6 +36,7 @@ ParseFn = Callable[[Path], ParsedDocument]
 Outcome = ParsedDocument | UnreadableDocument
 
 RELEASABLE_REASONS: frozenset[str] = frozenset({"ocr_low_confidence", "no_text"})
+PAGES_DROPPED_NOTE = "OCR pages dropped"  # prefix of the warning listing pages whose OCR text was not indexed
 RELEASE_NOTE = "released from quarantine by operator"  # prefix of the warning a released document carries
 _RELEASE_HINT = "to index it anyway, release it: `rag quarantine release {source}` (sidecar \"quarantine_release\": true)"
 
@@ -92,6 +93,8 @@ def triage(raw: RawFile, outcome: Outcome | None, ocr_min_confidence: float) -> 
     parsed = outcome
     if not parsed.text.strip():
         return releasable("no_text", "the file parsed but contains no text", parsed)
+    if parsed.ocr_used and parsed.ocr_pages and not released:
+        return _drop_low_confidence_pages(parsed, ocr_min_confidence, releasable)
     if parsed.ocr_used and (parsed.ocr_confidence or 0.0) < ocr_min_confidence:
         return releasable(
             "ocr_low_confidence",
@@ -100,6 +103,41 @@ def triage(raw: RawFile, outcome: Outcome | None, ocr_min_confidence: float) -> 
             parsed.ocr_confidence,
         )
     return parsed
+
+
+def _drop_low_confidence_pages(parsed: ParsedDocument, threshold: float, releasable) -> ParsedDocument | QuarantineRecord:
+    """Judge OCR confidence page by page, so one unreadable page (upside down, a smudge, a
+    photo) neither hides behind a good document average nor costs the good pages.
+
+    The OCR text of pages below ``threshold`` is dropped and the pages are listed in the
+    document's warnings (``PAGES_DROPPED_NOTE``); text-layer pages are kept as they are.
+    When nothing is left, the document is quarantined as ``ocr_low_confidence`` with the
+    pages listed, and can be released like any low-confidence scan.
+    """
+    bad = [p for p in parsed.ocr_pages if p["confidence"] < threshold]
+    if not bad:
+        return parsed
+    good = [p for p in parsed.ocr_pages if p["confidence"] >= threshold]
+    listed = ", ".join(f"{p['page']} ({p['confidence']:.1f})" for p in bad)
+    detail = f"OCR word confidence below threshold {threshold:g} on page(s) {listed}"
+    bad_pages = {p["page"] for p in bad}
+    kept = [b for b in parsed.blocks if b.ocr_confidence is None or b.page not in bad_pages]
+    if not any(b.text.strip() for b in kept):
+        return releasable("ocr_low_confidence", f"every OCR'd page is unreadable: {detail}", parsed, parsed.ocr_confidence)
+    words = sum(p["words"] for p in good)
+    confidence = round(sum(p["confidence"] * p["words"] for p in good) / words, 1) if words else None
+    return replace(
+        parsed,
+        blocks=kept,
+        ocr_used=bool(good),
+        ocr_confidence=confidence,
+        warnings=[*parsed.warnings, f"{PAGES_DROPPED_NOTE}: {detail}"],
+    )
+
+
+def dropped_pages(doc: ParsedDocument) -> str | None:
+    """The pages triage dropped from this document and why, or None."""
+    return next((w[len(PAGES_DROPPED_NOTE) + 2 :] for w in doc.warnings if w.startswith(PAGES_DROPPED_NOTE)), None)
 
 
 def was_released(doc: ParsedDocument) -> bool:
