@@ -20,6 +20,7 @@ QuarantineReason = Literal[
     "too_large",
     "timeout",
     "invalid_metadata",
+    "unavailable",  # the file vanished, was replaced or changed between the scan and its parse
 ]
 
 
@@ -68,3 +69,10 @@ class UnreadableDocument(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class TransientFailure(UnreadableDocument):
+    """A quarantine that says nothing about the file's bytes: the file vanished or changed
+    around its parse, the parse ran out of time or memory, or its worker died. The file is
+    quarantined for this run only and the outcome is never cached, so the next run (or the
+    identical file restored) is parsed again."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import olefile
 
 from rag_pipeline.ingest.delimited import parse_csv
-from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.document import ParsedDocument, TransientFailure, UnreadableDocument
 from rag_pipeline.ingest.image import parse_image
 from rag_pipeline.ingest.markdown_text import parse_markdown
 from rag_pipeline.ingest.ocr import OcrEngineError
@@ -86,8 +86,10 @@ def _refuse_non_regular(path: pathlib.Path, mode: int) -> None:
         raise UnreadableDocument(
             "unsupported_format", f"symbolic link to {target!r}, not followed (links can point outside the raw folder)"
         )
+    if stat.S_ISDIR(mode):  # the scan lists folders' contents, never a folder: it replaced a file since
+        raise TransientFailure("unavailable", "the file was replaced by a folder after the scan; the next run looks again")
     if not stat.S_ISREG(mode):
-        raise UnreadableDocument("unsupported_format", "not a regular file (a directory, pipe, socket or device)")
+        raise UnreadableDocument("unsupported_format", "not a regular file (a pipe, socket or device)")
 
 
 def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_bytes: int) -> ParsedDocument:
@@ -124,6 +126,10 @@ def parse_file(
     no words), timeout (OCR/rendering timed out and nothing else was readable). Low OCR
     confidence is not judged here: see ``ocr_used`` / ``ocr_confidence``.
 
+    A :class:`TransientFailure` (a subclass) says nothing about the file's bytes and must
+    not be cached: the file vanished or was replaced by a folder (``unavailable``), or the
+    parse ran out of memory (``too_large``).
+
     The one exception that escapes is :class:`OcrEngineError` (tesseract or poppler
     missing, language data not installed): a deployment fault that must fail the run
     instead of quarantining every scan as "corrupt".
@@ -145,7 +151,15 @@ def parse_file(
         return _dispatch(path, ext, head, ocr_lang, max_bytes)
     except (UnreadableDocument, OcrEngineError):
         raise
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        if os.path.lexists(path):  # a parser's own missing piece, not the file
+            raise UnreadableDocument("corrupt", f"{type(exc).__name__}: {exc}"[:500]) from exc
+        raise TransientFailure(
+            "unavailable", f"the file vanished before or while it was parsed (deleted or moved); the next run looks again: {exc}"
+        ) from exc
     except MemoryError as exc:
-        raise UnreadableDocument("too_large", f"out of memory while parsing: {exc}") from exc
+        raise TransientFailure(
+            "too_large", f"out of memory while parsing ({exc}); not cached: a run with more memory (parse_memory_mb) retries it"
+        ) from exc
     except Exception as exc:
         raise UnreadableDocument("corrupt", f"{type(exc).__name__}: {exc}"[:500]) from exc

@@ -4,7 +4,8 @@ One file must never cost the run: a parser that hangs (a pathological PDF, a tes
 that never returns) is killed when it passes ``timeout_s`` and its file is quarantined as
 ``timeout``; a worker that dies (segfault in a C library, the kernel's OOM killer) costs
 its one file, quarantined as ``corrupt``, and so does a file that changes while it is
-parsed. :class:`OcrEngineError` (tesseract or poppler missing) is not a property of a file
+parsed; a file that vanished since the scan is ``unavailable``, a parse out of memory
+``too_large``. :class:`OcrEngineError` (tesseract or poppler missing) is not a property of a file
 and still fails the run.
 
 Workers come from a pebble ``ProcessPool``: on a timeout pebble SIGTERMs the worker (and
@@ -18,8 +19,8 @@ non-fork start method, a script that calls this at import time needs the usual
 ``if __name__ == "__main__":`` guard (Dagster, pytest and the ``rag`` command have one).
 
 Pure: the caller passes paths and limits and gets outcomes back; nothing is cached here.
-Outcomes of :func:`is_transient` failures (timeouts, dead workers, files that changed)
-should not be cached: a later run with a larger limit, or on a quieter machine, should try
+Outcomes of :func:`is_transient` failures (timeouts, dead workers, out of memory, files
+that vanished or changed) must not be cached: a later run with a larger limit, or on a quieter machine, should try
 again.
 """
 
@@ -37,7 +38,7 @@ from pathlib import Path
 from pebble import ProcessExpired, ProcessPool
 
 from rag_pipeline.faults import failpoint
-from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.document import ParsedDocument, TransientFailure, UnreadableDocument
 from rag_pipeline.ingest.ocr import OcrEngineError
 
 Outcome = ParsedDocument | UnreadableDocument
@@ -46,12 +47,11 @@ ParseFn = Callable[[Path], ParsedDocument]
 _PRELOAD = ["rag_pipeline.ingest.parsers"]
 
 
-class TransientFailure(UnreadableDocument):
-    """A quarantine that says nothing about the file's bytes (it ran out of time, or its
-    worker died): quarantined for this run, never cached."""
+__all__ = ["TransientFailure", "default_workers", "is_transient", "ocr_threads_per_worker", "parse_many"]
 
 
 def is_transient(outcome: Outcome) -> bool:
+    """Must this outcome stay out of the parse cache? (Says nothing about the file's bytes.)"""
     return isinstance(outcome, TransientFailure) or (
         isinstance(outcome, UnreadableDocument) and outcome.reason == "timeout"
     )
@@ -85,21 +85,34 @@ def _init_worker(ocr_threads: int, memory_mb: int | None = None) -> None:
 
 def _stamp(path: Path) -> tuple | None:
     try:
-        st = path.stat()
+        st = path.lstat()  # a symbolic link is judged as itself (the parser refuses it)
     except OSError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _parse_in_worker(path: Path, parse: ParseFn) -> tuple:
+def _parse_in_worker(path: Path, parse: ParseFn, expected_sha256: str | None = None) -> tuple:
     """Runs in the worker. Returns a picklable tuple: UnreadableDocument does not survive
     pickling (its constructor takes two arguments), and a ParsedDocument is plain data.
 
     A file that changed while it was parsed (still being copied in, edited, replaced) gives
-    an outcome of no particular version of it: that is reported instead, never cached."""
+    an outcome of no particular version of it: that is reported instead, never cached. So is
+    a file that is gone, or whose content is no longer the ``expected_sha256`` the scan saw
+    (the caller caches the outcome under that content's key)."""
     before = _stamp(path)
+    if before is None:
+        return ("transient", "unavailable", "the file vanished after the scan (deleted or moved); the next run looks again")
+    if expected_sha256 is not None:
+        from rag_pipeline.ingest.scan import content_sha256
+
+        try:
+            now = content_sha256(path)
+        except OSError:
+            now = None
+        if now != expected_sha256:
+            return ("transient", "unavailable", "the file changed after the scan; the next run parses its new content")
     message = _parse_message(path, parse)
-    if _stamp(path) != before:
+    if message[0] != "transient" and _stamp(path) != before:
         return ("changed",)
     return message
 
@@ -107,12 +120,14 @@ def _parse_in_worker(path: Path, parse: ParseFn) -> tuple:
 def _parse_message(path: Path, parse: ParseFn) -> tuple:
     try:
         return ("parsed", parse(path))
+    except TransientFailure as exc:
+        return ("transient", exc.reason, exc.detail)
     except UnreadableDocument as exc:
         return ("unreadable", exc.reason, exc.detail)
     except OcrEngineError:
         raise  # travels back pickled and is re-raised by the caller
     except MemoryError as exc:
-        return ("unreadable", "too_large", f"out of memory while parsing: {exc}")
+        return ("transient", "too_large", f"out of memory while parsing ({exc}); not cached, a later run retries it")
     except Exception as exc:  # a parser bug costs one file, never the run
         return ("unreadable", "corrupt", f"{type(exc).__name__}: {exc}"[:500])
 
@@ -124,6 +139,8 @@ def _from_wire(message: tuple) -> Outcome:
         return TransientFailure(
             "corrupt", "the file changed while it was being parsed (still being written?); the next run parses it again"
         )
+    if message[0] == "transient":
+        return TransientFailure(message[1], message[2])
     return UnreadableDocument(message[1], message[2])
 
 
@@ -155,6 +172,7 @@ def parse_many(
     parse: ParseFn | None = None,
     ocr_threads: int | None = None,
     memory_mb: int | None = None,
+    expected_sha256: Mapping[str, str] | None = None,
 ) -> dict[str, Outcome]:
     """Parse every ``key -> path`` in worker processes; return ``key -> outcome``.
 
@@ -164,8 +182,10 @@ def parse_many(
     no limit). ``ocr_threads`` (pages of one scanned PDF OCR'd at once in a worker) defaults
     to :func:`ocr_threads_per_worker`. ``memory_mb`` caps each worker's address space (``None``:
     no cap). ``parse`` replaces :func:`parse_file` (a test seam; it must be picklable,
-    i.e. a module-level function or a partial of one). Raises :class:`OcrEngineError` if
-    any file hits it, after stopping the pool.
+    i.e. a module-level function or a partial of one). ``expected_sha256`` (``key -> the
+    sha256 the scan saw``) makes a worker check the content before parsing: a file that
+    changed since gives a transient outcome instead of one cached under the old content's
+    key. Raises :class:`OcrEngineError` if any file hits it, after stopping the pool.
     """
     if not paths:
         return {}
@@ -181,7 +201,8 @@ def parse_many(
         max_workers=n, initializer=_init_worker, initargs=(ocr_threads or ocr_threads_per_worker(n), memory_mb), context=context
     )
     try:
-        futures = {key: pool.schedule(_parse_in_worker, args=(Path(path), parse), timeout=timeout_s)
+        expected = expected_sha256 or {}
+        futures = {key: pool.schedule(_parse_in_worker, args=(Path(path), parse, expected.get(key)), timeout=timeout_s)
                    for key, path in paths.items()}
         for key, future in futures.items():
             try:

@@ -37,8 +37,8 @@ class DocumentMetadata:
 
 @dataclass(frozen=True)
 class RawFile:
-    doc_id: str  # stable id of the document *location*: hash of its relative path
-    source: str  # posix path relative to the raw folder
+    doc_id: str  # stable id of the document *location*: hash of its relative path's bytes
+    source: str  # posix path relative to the raw folder, as valid UTF-8 text (display_name)
     path: Path
     size: int
     sha256: str
@@ -52,8 +52,16 @@ class RawFile:
         return row
 
 
-def doc_id_for(source: str) -> str:
-    return hashlib.sha1(source.encode("utf-8")).hexdigest()[:16]
+def doc_id_for(relative_path: str | bytes | os.PathLike) -> str:
+    """Stable id of a document location: a hash of the raw bytes of its path relative to the
+    raw folder (``os.fsencode``), never of a display form of it.
+
+    ``source`` is lossy for names that are not valid UTF-8 (their bytes become ``\\xNN``
+    text, which a real file can be literally named): hashing it gave two files one doc_id
+    and lost one of them. For valid UTF-8 names the bytes are the UTF-8 text, so their ids
+    are what they always were.
+    """
+    return hashlib.sha1(os.fsencode(relative_path)).hexdigest()[:16]
 
 
 def file_sha256(path: Path, chunk_size: int = 1 << 20) -> str:
@@ -114,6 +122,11 @@ def read_sidecar(path: Path) -> tuple[DocumentMetadata, str | None]:
         return DocumentMetadata(), f"{display_name(sidecar.name)}: {exc}"
 
 
+def content_sha256(path: Path) -> str:
+    """What the scan records as ``sha256`` for ``path`` now (see :func:`_content_sha256`)."""
+    return _content_sha256(path, path.lstat())
+
+
 def _content_sha256(path: Path, st: os.stat_result) -> str:
     """The file's sha256, or for anything but a regular file a hash of what it is: a symbolic
     link, pipe or device is never opened (a pipe would block the scan, a link could reach
@@ -142,11 +155,12 @@ def scan_raw_folder(raw_dir: Path) -> list[RawFile]:
             if name.startswith(".") or name.endswith(SIDECAR_SUFFIX):
                 continue
             st = path.lstat()
-            source = display_name(path.relative_to(raw_dir).as_posix())
+            relative = path.relative_to(raw_dir).as_posix()
+            source = display_name(relative)
             metadata, error = read_sidecar(path)
             records.append(
                 RawFile(
-                    doc_id=doc_id_for(source),
+                    doc_id=doc_id_for(relative),
                     source=source,
                     path=path,
                     size=st.st_size,
