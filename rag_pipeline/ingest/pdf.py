@@ -60,6 +60,10 @@ MAX_RENDER_SIDE_PX = 6000  # caps the DPI for oversized pages (posters, drawings
 RENDER_TIMEOUT_S = 120
 MIN_TEXT_CHARS = 20  # fewer non-space characters than this = no usable text layer
 MIN_RULES_FOR_TABLES = 4  # ruling lines/rectangles on a page before looking for tables
+# A gap wider than this share of the font size between two glyphs of a table cell is a word
+# break. pdfplumber's default (a fixed 3 pt) glued TeX-set cells into "GeForceGTX680": TeX
+# draws no space glyph, it moves the next word ~0.2-0.33 em along.
+TABLE_WORD_GAP = 0.15
 # Pages of one PDF OCR'd at once. Tesseract runs single-threaded per page (see ocr.py), so
 # this is the CPU parallelism of a scanned PDF; lower it if documents are parsed in parallel.
 OCR_WORKERS = max(1, min(4, os.cpu_count() or 1))
@@ -226,7 +230,7 @@ def _find_tables(plumber_page) -> list[_Table]:  # type: ignore[no-untyped-def]
     """Ruled tables on one page (pdfplumber's line strategy), minus decorative frames."""
     tables = []
     for found in plumber_page.find_tables():
-        rows = [[join_lines(c) if c else "" for c in row] for row in found.extract()]
+        rows = [[join_lines(c) if c else "" for c in row] for row in found.extract(x_tolerance_ratio=TABLE_WORD_GAP)]
         cells = [c for row in rows for c in row]
         filled = [c for c in cells if c]
         if len(rows) < 2 or max(len(r) for r in rows) < 2 or len(filled) < 3 or len(filled) < 0.3 * len(cells):
