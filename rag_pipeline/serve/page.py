@@ -59,7 +59,7 @@ PAGE = r"""<!doctype html>
   <h3 data-i18n="sources">Sources</h3>
   <div id="citations"></div>
   <div class="muted"><span data-i18n="generation">generation</span> <span id="generation"></span> · <span id="latency"></span> ms
-    · <span id="feedback"><button type="button" data-rating="up">👍</button> <button type="button" data-rating="down">👎</button></span></div>
+    · <span id="feedback"><button type="button" data-rating="up" data-i18n="up">helpful</button> <button type="button" data-rating="down" data-i18n="down">not helpful</button></span></div>
 </section>
 <section id="hits_box" class="hidden">
   <h2><span data-i18n="passages">Passages</span> (<span id="hits_mode"></span>)</h2>
@@ -78,11 +78,11 @@ const L = {
   en: {title: "Ask the documents", token: "Token", placeholder: "Ask a question…", hybrid: "hybrid", keyword: "keyword", vector: "vector",
        retrieve_only: "retrieve only", ask: "Ask", answer: "Answer", refused: "No answer:", sources: "Sources", generation: "generation",
        passages: "Passages", debug: "Debug: rank in each arm", source: "source", page: "page", signed_in: "signed in as",
-       no_token: "Enter your token first.", no_hits: "No passages you may read match.", thanks: "thanks"},
+       no_token: "Enter your token first.", no_hits: "No passages you may read match.", thanks: "thanks", up: "helpful", down: "not helpful"},
   zh: {title: "向文档提问", token: "令牌", placeholder: "输入问题…", hybrid: "混合", keyword: "关键词", vector: "向量",
        retrieve_only: "仅检索", ask: "提问", answer: "回答", refused: "无法回答：", sources: "来源", generation: "索引版本",
        passages: "段落", debug: "调试：各路检索排名", source: "来源", page: "页", signed_in: "当前身份",
-       no_token: "请先输入令牌。", no_hits: "没有你有权阅读的匹配段落。", thanks: "谢谢"},
+       no_token: "请先输入令牌。", no_hits: "没有你有权阅读的匹配段落。", thanks: "谢谢", up: "有帮助", down: "没帮助"},
 };
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
