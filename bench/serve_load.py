@@ -1,0 +1,206 @@
+"""Load on the HTTP API (loopback only, bounded): 1, 4 and 16 concurrent clients per endpoint.
+
+    .venv/bin/python bench/serve_load.py --lake /path/to/indexed/lake [--duration 60] [--clients 1,4,16]
+
+Starts `python -m rag_pipeline.serve` on a free 127.0.0.1 port with a fresh tokens file, waits
+until /readyz says the index is warm, then for each endpoint (search, ask) and each client count
+runs that many closed-loop clients (each sends its next request when the last one returned) for
+`--duration` seconds, cycling through English and Chinese questions. Reports throughput,
+p50/p95/p99 latency, errors, the server's RSS (sampled every second; first, last and max), and
+the time to the first streamed answer event of `ask` with `stream: true` at one client. Every
+loop is bounded in time and count; the server is stopped at the end. JSON goes to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+QUESTIONS = [
+    "How many days of annual leave do I get?",
+    "What does error code E-45 mean?",
+    "How do I reset my VPN password?",
+    "员工每年有多少天年假？",
+    "服务器多久备份一次？",
+    "What is the price of the X-2000?",
+    "Who approves travel expenses?",
+    "R-500 滚刷多久更换一次？",
+]
+MAX_REQUESTS_PER_RUN = 100_000
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def body_for(endpoint: str, question: str) -> tuple[str, dict]:
+    if endpoint == "search":
+        return "/v1/search", {"query": question, "mode": "hybrid", "k": 10}
+    return "/v1/ask", {"question": question}
+
+
+async def run_level(url: str, headers: dict, endpoint: str, clients: int, duration: float, pid: int) -> dict:
+    latencies: list[float] = []
+    errors: list[str] = []
+    rss: list[float] = []
+    deadline = time.perf_counter() + duration
+    count = 0
+
+    async def client(n: int, http: httpx.AsyncClient):
+        nonlocal count
+        i = n
+        while time.perf_counter() < deadline and count < MAX_REQUESTS_PER_RUN:
+            path, body = body_for(endpoint, QUESTIONS[i % len(QUESTIONS)])
+            started = time.perf_counter()
+            try:
+                r = await http.post(path, json=body)
+                if r.status_code != 200:
+                    errors.append(f"{r.status_code}: {r.text[:120]}")
+                else:
+                    latencies.append((time.perf_counter() - started) * 1000)
+            except httpx.HTTPError as exc:
+                errors.append(repr(exc)[:120])
+            count += 1
+            i += clients
+
+    async def sample_rss():
+        while time.perf_counter() < deadline:
+            rss.append(rss_mb(pid))
+            await asyncio.sleep(1)
+
+    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
+        started = time.perf_counter()
+        await asyncio.gather(sample_rss(), *(client(n, http) for n in range(clients)))
+        elapsed = time.perf_counter() - started
+    rss.append(rss_mb(pid))
+    return {
+        "endpoint": endpoint,
+        "clients": clients,
+        "seconds": round(elapsed, 1),
+        "requests": len(latencies),
+        "errors": len(errors),
+        "error_samples": errors[:3],
+        "throughput_rps": round(len(latencies) / elapsed, 2),
+        "p50_ms": round(percentile(latencies, 0.50), 1),
+        "p95_ms": round(percentile(latencies, 0.95), 1),
+        "p99_ms": round(percentile(latencies, 0.99), 1),
+        "rss_mb_first": round(rss[0], 1),
+        "rss_mb_last": round(rss[-1], 1),
+        "rss_mb_max": round(max(rss), 1),
+    }
+
+
+async def first_token_ms(url: str, headers: dict, rounds: int = 10) -> dict:
+    """Time to the first streamed `token` event, and to the whole stream, at one client."""
+    first, total = [], []
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
+        for i in range(rounds):
+            started = time.perf_counter()
+            seen = None
+            async with http.stream("POST", "/v1/ask", json={"question": QUESTIONS[0], "stream": True}) as r:
+                async for line in r.aiter_lines():
+                    if seen is None and line == "event: token":
+                        seen = (time.perf_counter() - started) * 1000
+            total.append((time.perf_counter() - started) * 1000)
+            if seen is not None:
+                first.append(seen)
+    return {"first_token_p50_ms": round(percentile(first, 0.5), 1), "stream_total_p50_ms": round(percentile(total, 0.5), 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lake", required=True, help="an indexed lake (e.g. after `rag index --raw data/sample`)")
+    parser.add_argument("--duration", type=float, default=60, help="seconds per endpoint and client count (at most 600)")
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--endpoints", default="search,ask")
+    parser.add_argument("--workers", type=int, default=4, help="the server's worker threads")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serve_load.json"))
+    args = parser.parse_args(argv)
+    duration = min(args.duration, 600)
+    from rag_pipeline.serve.auth import add_token
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens_file = Path(tmp) / "tokens.json"
+        token = add_token(tokens_file, "bench", groups=("all-staff",), clearance="internal")
+        headers = {"Authorization": f"Bearer {token}"}
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1", "LANCEDB_LOG": "error"}
+        server = subprocess.Popen(
+            [sys.executable, "-m", "rag_pipeline.serve", "--host", "127.0.0.1", "--port", str(port), "--lake", args.lake,
+             "--tokens", str(tokens_file), "--workers", str(args.workers), "--log-level", "warning"],
+            cwd=REPO, env=env,
+        )
+        try:
+            started = time.perf_counter()
+            while time.perf_counter() - started < 300:
+                try:
+                    if httpx.get(url + "/readyz", timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.5)
+            else:
+                raise SystemExit("the server did not become ready within 300 s")
+            ready_s = time.perf_counter() - started
+            for q in QUESTIONS:  # warm the per-principal statistics and the sentence cache once
+                httpx.post(url + "/v1/ask", json={"question": q}, headers=headers, timeout=120)
+            results = {"ready_s": round(ready_s, 1), "load_average_before": os.getloadavg(), "cores": os.cpu_count(),
+                       "duration_s": duration, "workers": args.workers, "levels": []}
+            results.update(asyncio.run(first_token_ms(url, headers)))
+            for endpoint in args.endpoints.split(","):
+                for clients in (int(c) for c in args.clients.split(",")):
+                    level = asyncio.run(run_level(url, headers, endpoint, clients, duration, server.pid))
+                    results["levels"].append(level)
+                    print(json.dumps(level), flush=True)
+            results["load_average_after"] = os.getloadavg()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    print(f"\nready in {results['ready_s']} s; first streamed token p50 {results['first_token_p50_ms']} ms "
+          f"(whole stream {results['stream_total_p50_ms']} ms); load average {results['load_average_before']}")
+    print(f"{'endpoint':<8} {'clients':>7} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>6} {'RSS MB first→last (max)':>26}")
+    for r in results["levels"]:
+        print(f"{r['endpoint']:<8} {r['clients']:>7} {r['throughput_rps']:>7} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
+              f"{r['errors']:>6} {r['rss_mb_first']:>12}→{r['rss_mb_last']} ({r['rss_mb_max']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
