@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zipfile
 from pathlib import Path
 
@@ -12,9 +13,17 @@ from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument
 
 
+# WPS stores a picture placed in a cell as the formula =DISPIMG("ID_...",1) with that same
+# text as its cached value: a reader sees a picture, never the formula.
+_PICTURE_FORMULA = re.compile(r"^=\s*(_xlfn\.)?DISPIMG\(", re.I)
+
+
 def cell_text(value: object) -> str:
-    """Render a cell value the way a reader sees it (1.0 -> "1", dates without 00:00)."""
+    """Render a cell value the way a reader sees it (1.0 -> "1", dates without 00:00; an
+    in-cell picture's =DISPIMG(...) formula is no text)."""
     if value is None:
+        return ""
+    if isinstance(value, str) and _PICTURE_FORMULA.match(value):
         return ""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
