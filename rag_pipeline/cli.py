@@ -19,11 +19,103 @@ class UserError(Exception):
     """A mistake the user can fix; printed without a traceback."""
 
 
-def cmd_index(args) -> int:
-    import dagster as dg
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # the shell's convention for "stopped by Ctrl-C"
+K_RANGE = {"ask": (1, 50), "search": (1, 500)}  # passages an answer reads; hits a search lists
+MAX_QUERY_CHARS = 2000  # far beyond any question; what the embedding model reads is shorter still
+LABEL_CHARS = 200  # --user, --group, --department values
 
-    from rag_pipeline.definitions import build_definitions
-    from rag_pipeline.defs.resources import RagSettingsResource
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr (``rag: error: ...``) and exit 2,
+    never the usage block; subparsers inherit the class, so every subcommand behaves alike."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        hint = f" (see {self.prog} --help)"
+        self.exit(EXIT_USAGE, f"rag: error: {_one_line(message)}{hint}\n")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _k_type(command: str):
+    low, high = K_RANGE[command]
+
+    def parse(value: str) -> int:
+        try:
+            k = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"k must be a whole number from {low} to {high}, got {value!r}") from None
+        if not low <= k <= high:
+            raise argparse.ArgumentTypeError(f"k must be from {low} to {high}, got {k}")
+        return k
+
+    return parse
+
+
+def _text_type(what: str):
+    def parse(value: str) -> str:
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"the {what} is empty: say what you are looking for")
+        if len(value) > MAX_QUERY_CHARS:
+            raise argparse.ArgumentTypeError(f"the {what} is {len(value)} characters long; at most {MAX_QUERY_CHARS}")
+        if any(ord(c) < 32 and c not in "\t\n\r" for c in value):
+            raise argparse.ArgumentTypeError(f"the {what} contains control characters")
+        return value
+
+    return parse
+
+
+def _label_type(what: str, allow_empty: bool = False):
+    """A principal field (user, group, department): a plain label, as the index stores them."""
+
+    def parse(value: str) -> str:
+        if not value and allow_empty:
+            return value
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"{what} is empty")
+        if value != value.strip() or len(value) > LABEL_CHARS or any(ord(c) < 32 or c in "'\"," for c in value):
+            raise argparse.ArgumentTypeError(
+                f"{what} {value!r} is not a label (no surrounding spaces, quotes, commas or control "
+                f"characters, at most {LABEL_CHARS} characters); repeat the option for several"
+            )
+        return value
+
+    return parse
+
+
+def _count_type(what: str, low: int):
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {value!r}") from None
+        if n < low:
+            raise argparse.ArgumentTypeError(f"{what} must be at least {low}, got {n}")
+        return n
+
+    return parse
+
+
+def _check_utf8(argv: list[str]) -> None:
+    """Arguments the OS handed over as bytes that are not UTF-8 arrive as lone surrogates
+    (PEP 383); they would reach the index, the lake path or the terminal garbled."""
+    import os
+
+    for n, arg in enumerate(argv, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            try:
+                shown = os.fsencode(arg)  # the bytes as given
+            except UnicodeEncodeError:
+                shown = arg.encode("utf-8", "backslashreplace")
+            raise UserError(f"argument {n} is not valid UTF-8: {shown!r}; pass text in UTF-8") from None
+
+
+def cmd_index(args) -> int:
+    import uuid
 
     from rag_pipeline.store.lock import describe_holder, is_locked
 
@@ -33,15 +125,241 @@ def cmd_index(args) -> int:
     if is_locked(lake):
         print(f"rag: the lake {lake} is being written by {describe_holder(lake)}; nothing was changed", file=sys.stderr)
         return EXIT_LAKE_BUSY
+    served_before = _served_generation(lake)
+    run_id = str(uuid.uuid4())
+    with _RunInterrupts(run_id) as interrupts:
+        try:
+            result, check_names = _execute_index_job(args, raw, lake, run_id, interrupts)
+        except BaseException as exc:  # a second signal, or one that landed outside a step
+            if not isinstance(exc, KeyboardInterrupt) and type(exc).__name__ != "DagsterExecutionInterruptedError":
+                raise
+            interrupts.note(signal_number("SIGINT"))
+    if interrupts.signum is not None:
+        interrupts.record_canceled()
+        print(_interrupted_line(served_before, _served_generation(lake)), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return _report_index_run(args, result, check_names, raw, lake)
+
+
+def signal_number(name: str) -> int:
+    import signal
+
+    return int(getattr(signal, name))
+
+
+def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
+    import dagster as dg
+
+    from rag_pipeline.definitions import build_definitions
+    from rag_pipeline.defs.resources import RagSettingsResource
+
     ensure_dagster_home()
     defs = build_definitions(
         RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
     )
     job = defs.resolve_job_def("index_job")
     with dg.DagsterInstance.get() as instance:
+        interrupts.attach(instance)
         log_level = "DEBUG" if args.verbose else "WARNING"
         run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
-        result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
+        result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False, run_id=run_id)
+    return result, [key.name for key in job.asset_layer.asset_graph.asset_check_keys]
+
+
+def _served_generation(lake: Path) -> int | None:
+    """The served generation, from the manifest alone (no LanceDB import)."""
+    try:
+        return json.loads((lake / "index_manifest.json").read_text(encoding="utf-8"))["generation"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _interrupted_line(before: int | None, after: int | None) -> str:
+    if after != before and after is not None:
+        return f"interrupted: generation {after} had already been promoted and is serving"
+    if before is None:
+        return "interrupted: nothing was promoted, no generation is served yet"
+    return f"interrupted: nothing was promoted, generation {before} keeps serving"
+
+
+class _RunInterrupts:
+    """SIGINT/SIGTERM during `rag index`: the run is terminated through Dagster and recorded
+    as canceled, its parse workers are stopped, and no traceback reaches the terminal.
+
+    While a step runs, Dagster's own handler owns SIGINT (and maps SIGTERM onto it): it raises
+    DagsterExecutionInterruptedError in the step, which stops the parse pool (its workers'
+    process groups are killed) and unwinds the run. Dagster records such a run as canceled
+    only if a termination was requested first, so a wake-up fd (written by the interpreter's
+    C-level handler as the signal lands, whoever's Python handler then runs) wakes a thread
+    that marks the run CANCELING at once; whatever the race, :meth:`record_canceled` leaves
+    the run CANCELED. Outside Dagster's window our own handler raises KeyboardInterrupt.
+
+    From the first signal on, stderr is muted: Dagster's log of the interrupted step is its
+    traceback, and the operator gets one line instead. Ctrl-C reaches the whole foreground
+    process group, including the helpers Dagster's compute-log capture starts (``tail -F`` and
+    ``watch_orphans.py``, which die printing a KeyboardInterrupt traceback); so while the run
+    lasts, file descriptor 2 of this process and of every child it starts is a pipe that a
+    thread copies to the real stderr, and stops copying at the first signal.
+    """
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+    RELAY_DELAY_S = 0.25
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        self.signum: int | None = None
+        self.instance = None
+        self._stderr = None
+        self._active = False
+
+    def __enter__(self):
+        import os
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self  # signal handlers belong to the main thread; a caller elsewhere keeps its own
+        self._signals = {getattr(signal, name) for name in self.SIGNALS}
+        self._lock = threading.Lock()
+        self._signalled = threading.Event()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._previous_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._previous = {s: signal.getsignal(s) for s in self._signals}
+        for s in self._signals:
+            signal.signal(s, self._handler)
+        self._thread = threading.Thread(target=self._watch, name="rag-interrupts", daemon=True)
+        self._thread.start()
+        self._relay = None
+        try:
+            sys.stderr.flush()
+            self._stderr_fd = os.dup(2)
+            relay_read, relay_write = os.pipe()
+            os.dup2(relay_write, 2)
+            os.close(relay_write)
+            self._relay = threading.Thread(target=self._copy_stderr, args=(relay_read,), name="rag-stderr", daemon=True)
+            self._relay.start()
+        except (OSError, ValueError):  # no usable fd 2 (embedded use): the Python-level mute still works
+            pass
+        self._active = True
+        return self
+
+    def _copy_stderr(self, relay_read: int) -> None:
+        import os
+
+        while True:
+            try:
+                chunk = os.read(relay_read, 65536)
+                if not chunk:
+                    break
+                # held back a moment: a child's dying words may beat the watcher to the signal
+                if not self._signalled.wait(self.RELAY_DELAY_S):
+                    os.write(self._stderr_fd, chunk)
+            except OSError:
+                break
+        os.close(relay_read)
+
+    def __exit__(self, *exc):
+        import os
+        import signal
+
+        if not self._active:
+            return False
+        signal.set_wakeup_fd(self._previous_fd)
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+        os.close(self._write)  # the watcher reads EOF and ends
+        self._thread.join(timeout=10)
+        os.close(self._read)
+        if self._stderr is not None:
+            sys.stderr = self._stderr
+        if self._relay is not None:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(self._stderr_fd, 2)  # our end of the pipe closes; the copier ends once children let go
+            self._relay.join(timeout=2)
+            if not self._relay.is_alive():
+                os.close(self._stderr_fd)
+        return False
+
+    def _handler(self, signum, frame):  # noqa: ARG002
+        self.note(signum)
+        raise KeyboardInterrupt
+
+    def _watch(self) -> None:
+        import os
+
+        while True:
+            try:
+                data = os.read(self._read, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum in self._signals:
+                    self.note(signum)
+                    self._request_cancel()
+
+    def attach(self, instance) -> None:
+        self.instance = instance
+
+    def note(self, signum: int) -> None:
+        import io
+
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            self.signum = self.signum or signum
+            return
+        with lock:
+            if self.signum is None:
+                self.signum = signum
+                self._signalled.set()
+                self._stderr, sys.stderr = sys.stderr, io.StringIO()
+
+    def _run(self):
+        if self.instance is None:
+            return None
+        try:
+            return self.instance.get_run_by_id(self.run_id)
+        except Exception:  # noqa: BLE001 - the instance is being torn down: nothing to record
+            return None
+
+    def _request_cancel(self) -> None:
+        from dagster import DagsterRunStatus
+
+        run = self._run()
+        if run is not None and run.status in (DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):
+            self.instance.report_run_canceling(run, message=f"rag index got {self._name()}: stopping the run")
+
+    def record_canceled(self) -> None:
+        """After the run has unwound: a run the signal stopped ends CANCELED, whichever
+        handler saw the signal first (a finished run is left as it is)."""
+        from dagster import DagsterRunStatus
+
+        run = self._run()
+        if run is not None and run.status in (
+            DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING, DagsterRunStatus.FAILURE,
+        ) and not run.is_success:
+            failure = run.status == DagsterRunStatus.FAILURE
+            self.instance.report_run_canceled(
+                run, message=f"rag index was stopped by {self._name()}"
+                + ("" if not failure else " (Dagster saw the interrupt before the termination request)")
+                + "; nothing was promoted by this run",
+            )
+
+    def _name(self) -> str:
+        import signal
+
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+
+def _report_index_run(args, result, check_names, raw: Path, lake: Path) -> int:
     summary = {"run_id": result.run_id, "success": result.success, "raw_dir": str(raw), "lake_dir": str(lake)}
     for event in result.get_asset_materialization_events():
         metadata = event.event_specific_data.materialization.metadata
@@ -54,21 +372,86 @@ def cmd_index(args) -> int:
             error = event.event_specific_data.error
             cause = error.cause or error
             busy |= cause.cls_name == "LakeBusyError"
-            print(f"rag: step {event.step_key} failed: {cause.cls_name}: {cause.message.strip()}", file=sys.stderr)
+            print(f"rag: step {event.step_key} failed: {cause.cls_name}: {_one_line(cause.message)}", file=sys.stderr)
         elif event.event_type_value == "ENGINE_EVENT" and event.event_specific_data.error:
             error = event.event_specific_data.error  # resource init: the lake is taken or unwritable
             while error.cls_name.startswith("Dagster") and error.cause is not None:
                 error = error.cause
             busy |= error.cls_name == "LakeBusyError"
-            print(f"rag: run failed: {error.cls_name}: {error.message.strip()}", file=sys.stderr)
+            print(f"rag: run failed: {error.cls_name}: {_one_line(error.message)}", file=sys.stderr)
     failed = [c for c in checks if not c.passed]
     for check in failed:
         print(f"rag: check {check.check_name} failed: {check.description or check.metadata}", file=sys.stderr)
     ok = result.success and all(c.passed for c in checks)
-    _print(summary, args.json, lambda d: "\n".join(f"{k:>18}: {v}" for k, v in d.items()))
+    rows = check_rows(checks, check_names)
+    _print(summary, args.json, lambda d: format_index_summary(d, rows))
     if busy:
         return EXIT_LAKE_BUSY
     return 0 if ok else 1
+
+
+def check_rows(checks, check_names) -> list[tuple[str, str, str]]:
+    """(check, passed | FAILED | skipped | not run, why) for every check of the job.
+
+    A check that had nothing to judge says so in its metadata (``skipped``: the reason) and
+    is shown as skipped, not passed; one that never ran (a blocking check upstream failed,
+    or its step did) is shown as not run."""
+    rows, seen = [], set()
+    for c in checks:
+        seen.add(c.check_name)
+        metadata = {k: getattr(v, "value", v) for k, v in (c.metadata or {}).items()}
+        if c.passed and metadata.get("skipped"):
+            rows.append((c.check_name, "skipped", _one_line(metadata["skipped"])))
+        elif c.passed:
+            rows.append((c.check_name, "passed", _one_line(c.description or "")))
+        else:
+            detail = c.description or ", ".join(f"{k}={v}" for k, v in metadata.items())
+            rows.append((c.check_name, "FAILED", _one_line(detail)))
+    for name in check_names:
+        if name not in seen:
+            rows.append((name, "not run", "its asset was not built: an earlier step or blocking check failed"))
+    return rows
+
+
+def _table(header: tuple[str, ...], rows: list[tuple]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
+
+
+def format_index_summary(d: dict, check_rows_: list[tuple[str, str, str]]) -> str:
+    """The human summary of `rag index`: what each stage did, then every check's verdict."""
+
+    def have(*keys):
+        return any(k in d for k in keys)
+
+    def n(key):
+        return d.get(key, "?")
+
+    stages = []
+    if have("scanned_files", "added", "updated", "unchanged", "deleted"):
+        stages.append(("scan", f"{n('scanned_files')} files: {n('added')} added, {n('updated')} updated, "
+                       f"{n('unchanged')} unchanged, {n('deleted')} deleted"))
+    if have("parsed_now", "reused_from_parse_cache", "quarantined"):
+        stages.append(("parse", f"{n('parsed_now')} parsed, {n('reused_from_parse_cache')} from the parse cache, "
+                       f"{n('quarantined')} quarantined"))
+    if have("documents", "chunks"):
+        stages.append(("chunk", f"{n('documents')} documents, {n('chunks')} chunks"))
+    if have("embedded", "reused_from_cache"):
+        stages.append(("embed", f"{n('embedded')} embedded, {n('reused_from_cache')} from the embedding cache"
+                       + (f" ({d['model']})" if "model" in d else "")))
+    if have("generation", "new_generation"):
+        staged = "staged" if d.get("new_generation") else "unchanged, nothing staged"
+        stages.append(("stage", f"generation {n('generation')} ({staged})"))
+    if have("promoted", "served_generation"):
+        promoted = "promoted" if d.get("promoted") else "not promoted"
+        stages.append(("publish", f"{promoted}; serving generation {n('served_generation')}"))
+    verdict = "succeeded" if d["success"] and all(r[1] in ("passed", "skipped") for r in check_rows_) else "FAILED"
+    lines = [f"rag index {verdict}: run {d['run_id']}", f"  raw  {d['raw_dir']}", f"  lake {d['lake_dir']}", ""]
+    lines += _table(("stage", "result"), stages or [("-", "no stage reported (see the errors above)")])
+    lines.append("")
+    lines += _table(("check", "verdict", "detail"), check_rows_ or [("-", "none ran", "")])
+    return "\n".join(lines)
 
 
 _SUMMARY_KEYS = {
@@ -291,7 +674,7 @@ exit codes: 0 ok, 1 the job or a quality check failed, 2 usage or environment er
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rag",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -314,23 +697,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_index)
 
     def principal_args(p):
-        p.add_argument("--user", default="", help="who is asking (sees documents they own)")
-        p.add_argument("--group", action="append", help="access group, repeatable (default all-staff)")
-        p.add_argument("--department", action="append", help="department the asker belongs to, repeatable")
+        p.add_argument("--user", default="", type=_label_type("--user", allow_empty=True), help="who is asking (sees documents they own)")
+        p.add_argument("--group", action="append", type=_label_type("--group"), help="access group, repeatable (default all-staff)")
+        p.add_argument(
+            "--department", action="append", type=_label_type("--department"), help="department the asker belongs to, repeatable"
+        )
         p.add_argument(
             "--clearance", default="internal", choices=["public", "internal", "confidential", "secret"],
             help="highest security level the asker may read (default internal)",
         )
 
     p = sub.add_parser("ask", help="answer a question with citations, or refuse")
-    p.add_argument("question")
+    p.add_argument("question", type=_text_type("question"))
     principal_args(p)
-    p.add_argument("-k", type=int, default=5, help="passages to consider (default 5)")
+    p.add_argument("-k", type=_k_type("ask"), default=5, help=f"passages to consider, {K_RANGE['ask'][0]}-{K_RANGE['ask'][1]} (default 5)")
     lake_arg(p)
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("search", help="show ranked passages with per-arm ranks")
-    p.add_argument("query")
+    p.add_argument("query", type=_text_type("query"))
     principal_args(p)
     p.add_argument(
         "--mode", choices=["hybrid", "hybrid-rrf", "vector", "keyword"], default="hybrid",
@@ -340,15 +725,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--rerank", action="store_true",
         help="rerank the fused top-N with the cross-encoder in RAG_RERANK_MODEL (on by default when it is set)",
     )
-    p.add_argument("-k", type=int, default=10, help="hits to return (default 10)")
+    p.add_argument("-k", type=_k_type("search"), default=10, help=f"hits to return, {K_RANGE['search'][0]}-{K_RANGE['search'][1]} (default 10)")
     lake_arg(p)
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("generations", help="list index generations, promote one, roll back, or prune old ones")
     p.add_argument("action", choices=["list", "promote", "rollback", "prune"], nargs="?", default="list")
-    p.add_argument("generation", type=int, nargs="?", help="generation number (for promote)")
+    p.add_argument("generation", type=_count_type("generation", 1), nargs="?", help="generation number (for promote)")
     p.add_argument(
-        "--keep", type=int, default=2,
+        "--keep", type=_count_type("--keep", 0), default=2,
         help="prune: previously served generations to keep for rollback, besides the served one (default 2)",
     )
     lake_arg(p)
@@ -371,16 +756,77 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from rag_pipeline.embedding.encoder import ModelLoadError, ModelMismatchError
-    from rag_pipeline.store.lake import IndexNotFoundError, IndexUnreadableError, LakeWriteError
+def _check_args(args) -> None:
+    """Combinations argparse cannot express; checked before anything is opened or run."""
+    if args.command == "generations":
+        if args.action == "promote" and args.generation is None:
+            raise UserError("say which generation: rag generations promote N (see rag generations list)")
+        if args.action != "promote" and args.generation is not None:
+            raise UserError(f"rag generations {args.action} takes no generation number (only promote does)")
+    if args.command == "quarantine":
+        if args.action == "release" and not (args.source or "").strip():
+            raise UserError("say which file: rag quarantine release SOURCE (a path relative to the raw folder)")
+        if args.action == "list" and args.source:
+            raise UserError("rag quarantine list takes no file; to release one: rag quarantine release SOURCE")
+    for name in ("lake", "raw"):
+        value = getattr(args, name, None)
+        if value is not None and not str(value).strip():
+            raise UserError(f"--{name} is empty")
+        if value is not None and Path(value).exists() and not Path(value).is_dir():
+            raise UserError(f"--{name} {value} is a file, not a folder")
 
+
+# Errors a user can fix, by module: matched only when their module is already imported (an
+# exception cannot be of a class that was never loaded), so that `rag --help` and `rag status`
+# do not import LanceDB or torch just to name the exceptions they might catch.
+_USER_ERRORS = {
+    "rag_pipeline.store.lake": ("IndexNotFoundError", "IndexUnreadableError", "LakeWriteError"),
+    "rag_pipeline.embedding.encoder": ("ModelLoadError", "ModelMismatchError"),
+}
+
+
+def _user_error_types() -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = [UserError, ValueError]
+    for module, names in _USER_ERRORS.items():
+        if module in sys.modules:
+            types += [getattr(sys.modules[module], n) for n in names]
+    return tuple(types)
+
+
+def _sigterm_as_interrupt():
+    """SIGTERM (systemd, `kill`, a CI timeout) stops a command the way Ctrl-C does; returns
+    what puts the previous handler back (main() may be called in-process, e.g. by tests)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return lambda: None
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _check_utf8(argv)
+        args = build_parser().parse_args(argv)
+        _check_args(args)
+    except UserError as exc:
+        print(f"rag: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    restore_sigterm = _sigterm_as_interrupt()
     try:
         return args.func(args)
-    except (UserError, IndexNotFoundError, IndexUnreadableError, LakeWriteError, ModelLoadError, ModelMismatchError, ValueError) as exc:
-        print(f"rag: error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("rag: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if not isinstance(exc, _user_error_types()):
+            raise
+        print(f"rag: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        restore_sigterm()
 
 
 if __name__ == "__main__":

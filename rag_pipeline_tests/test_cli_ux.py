@@ -1,0 +1,220 @@
+"""The `rag` command as operators use it every day (issue 19): input checks, interrupts,
+the index summary, fast start. Real `rag` processes on a real lake built by a real Dagster run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def rag(*args, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """One whole `rag` process, as a shell would start it (args may be bytes: not-UTF-8 input)."""
+    return subprocess.run(
+        [sys.executable, "-m", "rag_pipeline.cli", *args],
+        capture_output=True, env={**os.environ, **(env or {})}, timeout=timeout, cwd=REPO,
+    )
+
+
+def _err(proc: subprocess.CompletedProcess) -> str:
+    return proc.stderr.decode("utf-8", "replace")
+
+
+@pytest.fixture(scope="module")
+def served(indexed_sample) -> dict:
+    """The sample corpus indexed by `rag index` (conftest), which must have succeeded."""
+    assert indexed_sample["exit_code"] == 0, "rag index of the sample corpus failed"
+    return {"lake": str(indexed_sample["lake"]), "env": {"DAGSTER_HOME": str(indexed_sample["dagster_home"])}}
+
+
+# ---------------------------------------------------------------- item 3: input validation
+
+BAD_INPUT = [
+    pytest.param(["ask", ""], "question is empty", id="ask-empty"),
+    pytest.param(["ask", " \t  "], "question is empty", id="ask-whitespace"),
+    pytest.param(["search", "   "], "query is empty", id="search-whitespace"),
+    pytest.param(["search", "E-45", "-k", "-3"], "k must be from 1", id="search-k-negative"),
+    pytest.param(["search", "E-45", "-k", "0"], "k must be from 1", id="search-k-zero"),
+    pytest.param(["search", "E-45", "-k", "10000000"], "k must be from 1", id="search-k-huge"),
+    pytest.param(["ask", "annual leave", "-k", "1e9"], "k must be a whole number", id="ask-k-not-int"),
+    pytest.param(["ask", "annual leave", "--role", "admin"], "unrecognized arguments: --role", id="unknown-principal-field"),
+    pytest.param(["search", "E-45", "--groups", "hr"], "unrecognized arguments: --groups", id="misspelt-principal-field"),
+    pytest.param(["ask", "annual leave", "--group", ""], "--group is empty", id="empty-group"),
+    pytest.param(["search", "E-45", "--group", "hr,finance"], "is not a label", id="comma-list-group"),
+    pytest.param(["search", "E-45", "--department", " it "], "is not a label", id="padded-department"),
+    pytest.param(["ask", "annual leave", "--clearance", "top-secret"], "invalid choice", id="unknown-clearance"),
+    pytest.param(["ask", "annual leave", "x" * 3000], "unrecognized arguments", id="extra-positional"),
+    pytest.param(["ask", "x" * 3000], "at most 2000", id="question-too-long"),
+    pytest.param(["ask", b"caf\xe9 opening hours"], "not valid UTF-8", id="ask-latin1"),
+    pytest.param(["search", "E-45", "--user", b"\xff\xfe"], "not valid UTF-8", id="user-not-utf8"),
+    pytest.param(["generations", "promote"], "say which generation", id="promote-without-n"),
+    pytest.param(["generations", "promote", "-2"], "at least 1", id="promote-negative"),
+    pytest.param(["generations", "rollback", "1"], "takes no generation", id="rollback-with-n"),
+    pytest.param(["generations", "prune", "--keep", "-1"], "at least 0", id="prune-negative-keep"),
+    pytest.param(["quarantine", "list", "a.pdf"], "takes no file", id="quarantine-list-with-file"),
+    pytest.param(["quarantine", "release", "  "], "say which file", id="release-blank"),
+    pytest.param(["status", "--frobnicate"], "unrecognized arguments", id="status-unknown-option"),
+    pytest.param(["frobnicate"], "invalid choice", id="unknown-subcommand"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD_INPUT)
+def test_bad_input_is_one_line_exit_2_and_runs_nothing(served, argv, message):
+    lake = served["lake"]
+    before = sorted(p.name for p in Path(lake).rglob("*"))
+    proc = rag(*argv, "--lake", lake, env=served["env"]) if argv[0] != "frobnicate" else rag(*argv)
+    err = _err(proc)
+    assert proc.returncode == 2, (proc.returncode, err, proc.stdout[-500:])
+    assert proc.stdout == b"", "nothing may be printed on stdout: no retrieval ran"
+    assert err.count("\n") == 1 and err.startswith("rag: "), err
+    assert message in err and "Traceback" not in err
+    assert sorted(p.name for p in Path(lake).rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ask", "How many days of annual leave?", "-k", "5"],
+        ["search", "E-45", "-k", "50", "--group", "all-staff", "--department", "it", "--user", ""],
+        ["search", "E-45", "-k", "500", "--mode", "keyword"],
+        ["generations", "list"],
+        ["quarantine", "list"],
+    ],
+    ids=["ask", "search-principal", "search-k-max", "generations", "quarantine"],
+)
+def test_the_same_commands_with_good_input_run(served, argv):
+    """The control for the test above: on this lake, valid input runs and prints."""
+    proc = rag(*argv, "--lake", served["lake"], "--json", env=served["env"])
+    assert proc.returncode == 0, _err(proc)[-2000:]
+    json.loads(proc.stdout)
+
+
+# ---------------------------------------------------------------- item 2: interrupts
+
+
+def _start_index(work: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "DAGSTER_HOME": str(work / "home"), "RAG_GOLDEN_FILE": "none"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(work / "raw"), "--lake", str(work / "lake"), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True, cwd=REPO,
+    )
+
+
+def _cmdlines(pids) -> list[str]:
+    out = []
+    for pid in pids:
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            pass
+    return out
+
+
+def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 400) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, f"rag index ended before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["ctrl-c-while-parsing", "sigterm-while-embedding"])
+def test_an_interrupted_index_run_is_canceled_in_dagster_stops_its_workers_and_says_one_line(work, how):
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    from rag_pipeline.store.lake import Lake
+    from rag_pipeline_tests.reliability.test_crash_safety import _change_corpus, _session_processes
+
+    (work / "home").mkdir()
+    served = Lake(work / "lake").read_manifest()
+    staged_runs = set((work / "lake" / "staging" / "runs").iterdir())
+    _change_corpus(work / "raw")  # 12 new memos, an edit, a deletion: real parsing and embedding to do
+    proc = _start_index(work)
+    try:
+        if how == "ctrl-c-while-parsing":
+            # the parse pool's forkserver and workers are up: Ctrl-C reaches the whole foreground group
+            _wait_for(lambda: any("forkserver" in c for c in _cmdlines(_session_processes(proc.pid))), proc, "parsing")
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            def chunked():
+                new = set((work / "lake" / "staging" / "runs").iterdir()) - staged_runs
+                return any((run / "chunks.arrow").exists() for run in new)
+
+            _wait_for(chunked, proc, "chunking to finish")
+            proc.send_signal(signal.SIGTERM)  # `kill`, systemd, a CI timeout: to the process only
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    assert err == f"interrupted: nothing was promoted, generation {served['generation']} keeps serving\n", err[-3000:]
+    assert out == ""
+    deadline = time.monotonic() + 20
+    while _session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _session_processes(proc.pid), _cmdlines(_session_processes(proc.pid))
+    assert Lake(work / "lake").read_manifest() == served
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(work / "home")))
+    runs = instance.get_runs()
+    assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.CANCELED, [r.status for r in runs]
+    assert any("rag index" in (e.message or "") for e in instance.all_logs(runs[0].run_id) if e.dagster_event
+               and e.dagster_event.event_type_value in ("PIPELINE_CANCELING", "PIPELINE_CANCELED"))
+
+
+def test_an_interrupt_on_a_lake_with_nothing_served_says_so(tmp_path):
+    """Ctrl-C as soon as the run starts, on a fresh lake: one line, exit 130, nothing served."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a.md").write_text("# A\n\nThe ZEBRA rule.\n", encoding="utf-8")
+    (tmp_path / "home").mkdir()
+    proc = _start_index(tmp_path)
+    time.sleep(1.0)  # importing Dagster: our handler is in place, the run not yet started
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-3000:]
+    assert err == "interrupted: nothing was promoted, no generation is served yet\n", err[-3000:]
+    assert not (tmp_path / "lake" / "index_manifest.json").exists()
+
+
+# ---------------------------------------------------------------- item 4: the index summary
+
+
+def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for i in range(3):
+        (raw / f"note_{i}.md").write_text(f"# Note {i}\n\nThe OKAPI procedure, step {i}.\n", encoding="utf-8")
+    (tmp_path / "home").mkdir()
+    first = _start_index(tmp_path)
+    out, err = first.communicate(timeout=600)
+    assert first.returncode == 0, err[-3000:]
+    lines = out.splitlines()
+    assert lines[0].startswith("rag index succeeded: run ")
+    stage_rows = {line.split()[0]: line for line in lines if line.split()[:1] and line.split()[0] in
+                  ("scan", "parse", "chunk", "embed", "stage", "publish")}
+    assert "3 files: 3 added" in stage_rows["scan"] and "3 documents" in stage_rows["chunk"]
+    assert "promoted; serving generation 1" in stage_rows["publish"]
+    checks = {line.split()[0]: line.split(None, 2)[1:] for line in lines if line.split()[:1] and line.split()[0].endswith(
+        ("_truncated", "_consistent", "_accounted_for", "_matches", "_holds"))}
+    assert checks["golden_quality_holds"] == ["skipped", "no golden set configured (RAG_GOLDEN_FILE=none)"], checks
+    assert checks["chunks_are_consistent"] == ["passed"] and checks["model_pin_matches"] == ["passed"]
+    assert "{" not in out, "no Python dict in the human summary"
+    # --json: the same keys and values as before the table existed (a no-op run here)
+    second = _start_index(tmp_path, "--json")
+    out2, err2 = second.communicate(timeout=600)
+    assert second.returncode == 0, err2[-3000:]
+    data = json.loads(out2)
+    assert set(data) >= {"run_id", "success", "raw_dir", "lake_dir", "generation", "new_generation", "checks"}
+    assert data["new_generation"] is False and data["success"] is True
+    assert set(data["checks"].values()) <= {"passed", "FAILED"} and "golden_quality_holds" in data["checks"]
