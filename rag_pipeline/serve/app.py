@@ -60,6 +60,7 @@ class Service:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rag-serve")
         self.ready = threading.Event()
         self.load_error: str | None = None
+        self._retry = threading.Lock()
         self.started = time.time()
 
     def warm(self) -> None:
@@ -75,6 +76,14 @@ class Service:
 
     def snapshot(self):
         if not self.ready.is_set():
+            if self.load_error and self.live.manifest_path.exists() and self._retry.acquire(blocking=False):
+                try:  # the first load failed (no index yet, unreadable): try again now that there is a manifest
+                    self.load_error = None
+                    self.warm()
+                finally:
+                    self._retry.release()
+                if self.ready.is_set():
+                    return self.live.current()
             if self.load_error:
                 raise ServiceUnavailable("index_unavailable", self.load_error)
             raise ServiceUnavailable("warming_up", "the index is loading; retry in a few seconds")

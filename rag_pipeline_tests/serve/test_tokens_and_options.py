@@ -67,3 +67,28 @@ def test_log_questions_off_keeps_the_question_text_out_of_the_log(indexed_root, 
     text = "".join(p.read_text() for p in (tmp_path / "lake" / "querylog").glob("queries-*.jsonl"))
     record = json.loads(text.splitlines()[-1])
     assert record["question"] is None and "annual leave" not in text and record["hits"]
+
+
+@pytest.mark.slow
+def test_a_server_started_before_the_first_index_answers_503_then_serves_it(indexed_root, tmp_path):
+    from rag_pipeline.serve.auth import add_token
+
+    lake = tmp_path / "lake"
+    token = add_token(tmp_path / "tokens.json", "t")
+    headers = {"Authorization": f"Bearer {token}"}
+    app = create_app(lake, tmp_path / "tokens.json")
+    with TestClient(app) as client:
+        service = app.state.service
+        for _ in range(600):
+            if service.load_error:
+                break
+            __import__("time").sleep(0.1)
+        assert service.load_error and "no published index" in service.load_error
+        ready = client.get("/readyz")
+        assert ready.status_code == 503 and "rag index" in ready.json()["error"]
+        r = client.post("/v1/search", json={"query": "annual leave"}, headers=headers)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "index_unavailable" and r.headers["retry-after"]
+        shutil.copytree(indexed_root / "lake", lake)  # the first index lands: no restart needed
+        r = client.post("/v1/search", json={"query": "annual leave"}, headers=headers)
+        assert r.status_code == 200 and r.json()["hits"]
+        assert client.get("/readyz").json()["ready"] is True
