@@ -6,7 +6,7 @@ import dagster as dg
 
 from rag_pipeline.defs import assets, checks, evaluation
 from rag_pipeline.defs.automation import index_job, nightly_reindex_schedule, raw_folder_sensor
-from rag_pipeline.defs.generations import promote_generation_job, rollback_generation_job
+from rag_pipeline.defs.generations import promote_generation_job, release_quarantined_file_job, rollback_generation_job
 from rag_pipeline.defs.io import LakeStagingIOManager
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 
@@ -21,7 +21,7 @@ def build_definitions(rag: RagSettingsResource | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules([assets, evaluation]),
         asset_checks=dg.load_asset_checks_from_modules([checks, evaluation]),
-        jobs=[index_job, promote_generation_job, rollback_generation_job],
+        jobs=[index_job, promote_generation_job, rollback_generation_job, release_quarantined_file_job],
         schedules=[nightly_reindex_schedule],
         sensors=[raw_folder_sensor],
         resources={

@@ -208,6 +208,7 @@ def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_
     checks = {line.split()[0]: line.split(None, 2)[1:] for line in lines if line.split()[:1] and line.split()[0].endswith(
         ("_truncated", "_consistent", "_accounted_for", "_matches", "_holds"))}
     assert checks["golden_quality_holds"] == ["skipped", "no golden set configured (RAG_GOLDEN_FILE=none)"], checks
+    assert checks["scan_is_not_truncated"] == ["skipped", "no index is served yet, so no scan can be short of it"]
     assert checks["chunks_are_consistent"] == ["passed"] and checks["model_pin_matches"] == ["passed"]
     assert "{" not in out, "no Python dict in the human summary"
     # --json: the same keys and values as before the table existed (a no-op run here)
@@ -218,3 +219,47 @@ def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_
     assert set(data) >= {"run_id", "success", "raw_dir", "lake_dir", "generation", "new_generation", "checks"}
     assert data["new_generation"] is False and data["success"] is True
     assert set(data["checks"].values()) <= {"passed", "FAILED"} and "golden_quality_holds" in data["checks"]
+
+
+# ---------------------------------------------------------------- item 6: fast start
+
+HEAVY = {"lancedb", "lance", "pyarrow", "dagster", "torch", "sentence_transformers", "transformers", "polars", "onnxruntime"}
+
+
+def _imported(*argv: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "rag_pipeline.cli", *argv],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=300, cwd=REPO,
+    )
+    names = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    return proc, names
+
+
+def test_help_imports_no_heavy_library():
+    proc, names = _imported("--help")
+    assert proc.returncode == 0 and "rag index" in proc.stdout
+    assert not names & HEAVY, names & HEAVY
+    proc, names = _imported("search", "--help")
+    assert proc.returncode == 0 and not names & HEAVY, names & HEAVY
+
+
+def test_status_answers_from_the_manifest_without_lancedb_and_says_the_same(served, tmp_path):
+    import shutil
+
+    lake = tmp_path / "lake"
+    shutil.copytree(served["lake"], lake)
+    (lake / "status_cache.json").unlink(missing_ok=True)
+    slow, names = _imported("status", "--lake", str(lake), "--json")
+    assert slow.returncode == 0, slow.stderr[-2000:]
+    assert "lancedb" in names  # the first look reads the tables ...
+    fast, names = _imported("status", "--lake", str(lake), "--json")
+    assert fast.returncode == 0, fast.stderr[-2000:]
+    assert not names & HEAVY, names & HEAVY  # ... the next ones only the manifest
+    assert json.loads(fast.stdout) == json.loads(slow.stdout)
+    # a cache that does not match the served generation's tables is never believed
+    cache = json.loads((lake / "status_cache.json").read_text(encoding="utf-8"))
+    cache["key"]["table_versions"]["documents"] += 1
+    cache["counts"]["documents_by_status"] = {"published": 999}
+    (lake / "status_cache.json").write_text(json.dumps(cache), encoding="utf-8")
+    again, names = _imported("status", "--lake", str(lake), "--json")
+    assert "lancedb" in names and json.loads(again.stdout) == json.loads(slow.stdout)

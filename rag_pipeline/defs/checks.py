@@ -85,21 +85,26 @@ def scan_is_not_truncated(rag: RagSettingsResource, raw_documents: pa.Table) -> 
         known = served["counts"]["documents"] + served["counts"]["quarantined"]
     seen = raw_documents.num_rows
     too_few = bool(known) and known >= MIN_FILES_FOR_GUARD and seen < known * (1 - settings.max_deletion_fraction)
-    return dg.AssetCheckResult(
-        passed=not too_few or settings.allow_mass_deletion,
-        metadata={
-            "files_seen": seen,
-            "files_in_served_index": known or 0,
-            "max_deletion_fraction": settings.max_deletion_fraction,
-            "allow_mass_deletion": settings.allow_mass_deletion,
-        },
-        description=(
+    metadata = {
+        "files_seen": seen,
+        "files_in_served_index": known or 0,
+        "max_deletion_fraction": settings.max_deletion_fraction,
+        "allow_mass_deletion": settings.allow_mass_deletion,
+    }
+    # nothing to compare with: say so (`rag index` shows the check as skipped, not passed)
+    if not served:
+        metadata["skipped"] = "no index is served yet, so no scan can be short of it"
+    elif not known or known < MIN_FILES_FOR_GUARD:
+        metadata["skipped"] = f"the served index knows {known or 0} files; the guard starts at {MIN_FILES_FOR_GUARD}"
+    description = None
+    if too_few:
+        description = (
             f"scan saw {seen} files but the served index knows {known}: refusing to delete more than "
             f"{settings.max_deletion_fraction:.0%}; re-run with --allow-mass-deletion if intended"
-            if too_few
-            else None
-        ),
-    )
+        )
+        if settings.allow_mass_deletion:
+            description = f"scan saw {seen} of {known} files; deletion allowed by allow_mass_deletion"
+    return dg.AssetCheckResult(passed=not too_few or settings.allow_mass_deletion, metadata=metadata, description=description)
 
 
 MIN_FILES_FOR_GUARD = 5  # below this, a "mass deletion" is just a small folder being edited

@@ -10,7 +10,9 @@ the document's ``warnings`` record that it was released and from which reason.
 Only ``ocr_low_confidence`` and ``no_text`` (``RELEASABLE_REASONS``) are released; the flag
 has no effect on an encrypted, corrupt, unsupported, too large or timed-out file.
 
-Pure file operations, for the CLI (``rag quarantine release SOURCE``) and notebooks.
+Pure file operations, for the CLI (``rag quarantine release SOURCE``), the Dagster job
+``release_quarantined_file_job`` (the UI's way to act on a quarantine) and notebooks;
+:func:`release_quarantined` is the checked entry point both use.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from rag_pipeline.ingest.scan import SIDECAR_SUFFIX, parse_sidecar
 from rag_pipeline.ingest.triage import RELEASABLE_REASONS
 
-__all__ = ["RELEASABLE_REASONS", "RELEASE_KEY", "release", "sidecar_path", "unrelease"]
+__all__ = ["RELEASABLE_REASONS", "RELEASE_KEY", "release", "release_quarantined", "sidecar_path", "unrelease"]
 
 RELEASE_KEY = "quarantine_release"
 
@@ -86,6 +88,26 @@ def release(raw_dir: Path | str, source: str) -> Path:
     if data.get(RELEASE_KEY) is not True:
         _write(sidecar, {**data, RELEASE_KEY: True})
     return sidecar
+
+
+def release_quarantined(lake_dir: Path | str, raw_dir: Path | str, source: str) -> dict:
+    """Release ``source`` if the served index quarantined it for a reason a release overrides.
+
+    Returns what was done (source, reason, detail, sidecar). Raises ``ValueError`` (not in
+    the served quarantine, a reason a release cannot override, a bad sidecar) and
+    ``FileNotFoundError`` (the document is gone) with a message an operator can act on.
+    """
+    from rag_pipeline.store.lake import Lake
+    from rag_pipeline.store.summary import quarantine_rows
+
+    rows = quarantine_rows(Lake(Path(lake_dir)))
+    row = next((r for r in rows if r["source"] == source), None)
+    if row is None:
+        raise ValueError(f"{source} is not in the quarantine of the served index (see rag quarantine list)")
+    if row["reason"] not in RELEASABLE_REASONS:
+        raise ValueError(f"{source} is quarantined as {row['reason']}, which a release cannot override; fix the file")
+    sidecar = release(raw_dir, source)
+    return {"released": source, "reason": row["reason"], "detail": row["detail"], "sidecar": str(sidecar)}
 
 
 def unrelease(raw_dir: Path | str, source: str) -> Path | None:
