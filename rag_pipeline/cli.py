@@ -628,26 +628,20 @@ def _counts(counts: dict) -> str:
 
 
 def cmd_quarantine(args) -> int:
-    from rag_pipeline.ingest.release import RELEASABLE_REASONS, release
     from rag_pipeline.store.lake import Lake
     from rag_pipeline.store.summary import quarantine_rows
 
-    rows = quarantine_rows(Lake(Path(args.lake)))
-    if args.action == "release":
-        if not args.source:
-            raise UserError("say which file: rag quarantine release SOURCE (a path relative to the raw folder)")
-        row = next((r for r in rows if r["source"] == args.source), None)
-        if row is None:
-            raise UserError(f"{args.source} is not in the quarantine of the served index (see rag quarantine list)")
-        if row["reason"] not in RELEASABLE_REASONS:
-            raise UserError(f"{args.source} is quarantined as {row['reason']}, which a release cannot override; fix the file")
+    if args.action == "release":  # the same checked release as the UI's release_quarantined_file_job
+        from rag_pipeline.ingest.release import release_quarantined
+
         try:
-            sidecar = release(Path(args.raw), args.source)
+            done = release_quarantined(Path(args.lake), Path(args.raw), args.source)
         except (FileNotFoundError, ValueError) as exc:
             raise UserError(str(exc)) from exc
-        result = {"released": args.source, "sidecar": str(sidecar), "next": "it is indexed on the next run (rag index)"}
+        result = {"released": args.source, "sidecar": done["sidecar"], "next": "it is indexed on the next run (rag index)"}
         _print(result, args.json, lambda d: f"released {d['released']} ({d['sidecar']}); {d['next']}")
         return 0
+    rows = quarantine_rows(Lake(Path(args.lake)))
 
     def fmt(data):
         if not data:
