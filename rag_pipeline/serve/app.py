@@ -72,7 +72,10 @@ class Service:
 
     async def run(self, fn, *args):
         """A model or index call on the worker pool: the event loop keeps serving meanwhile."""
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+        except (IndexNotFoundError, IndexUnreadableError) as exc:  # e.g. a table of the served generation was damaged
+            raise ServiceUnavailable("index_unavailable", str(exc)) from exc
 
     def snapshot(self):
         if not self.ready.is_set():
@@ -142,6 +145,10 @@ def create_app(
     @app.exception_handler(ServiceUnavailable)
     async def _unavailable(request: Request, exc: ServiceUnavailable):
         return JSONResponse(error_body(exc.code, exc.message, "unavailable"), status_code=503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception):
+        return JSONResponse(error_body("internal_error", f"{type(exc).__name__}: the server could not answer this request", "server_error"), status_code=500)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -244,6 +251,9 @@ def create_app(
                 except ServiceUnavailable as exc:
                     yield sse("error", error_body(exc.code, exc.message, "unavailable"))
                     return
+                except Exception as exc:  # the stream has begun: the error travels as an event
+                    yield sse("error", error_body("internal_error", f"{type(exc).__name__}: the server could not answer", "server_error"))
+                    return
                 extra = {"generation": snap.generation}
                 if body.debug:
                     extra["debug"] = {"hits": [public_hit(h, True) for h in hits]}
@@ -270,6 +280,9 @@ def create_app(
                     snap, answer, _ = await answer_for(question, 5, who, "chat-stream", rid, started)
                 except ServiceUnavailable as exc:
                     yield sse(None, error_body(exc.code, exc.message, "unavailable"))
+                    return
+                except Exception as exc:
+                    yield sse(None, error_body("internal_error", f"{type(exc).__name__}: the server could not answer", "server_error"))
                     return
                 async for event in chat.stream_chunks(rid, body.model, answer, snap.generation):
                     yield event
