@@ -91,7 +91,7 @@ def _reused(lake: Lake, staged: dict, golden_file) -> dict | None:
     policy = stored_policy(lake, staged)
     if not report or report.get("status") == "skipped" or report.get("golden_file") != str(golden_file):
         return None
-    if report.get("policy") != {"min_lexical_coverage": policy.min_lexical_coverage, "min_dense_margin": policy.min_dense_margin}:
+    if report.get("policy") != policy.to_record():
         return None
     return {**report, "status": f"reused from generation {served['generation']} (no document changed)"}
 

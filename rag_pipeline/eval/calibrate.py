@@ -1,12 +1,13 @@
-"""`rag calibrate`: fit the refusal thresholds on a golden set and store them with the index.
+"""`rag calibrate`: fit the refusal gate on a golden set and store it with the index.
 
-e5 cosines are compressed (unrelated text ≈ 0.83), so no fixed threshold transfers between
-corpora or models. The two pieces of evidence `RefusalPolicy` reads (keyword coverage, dense
-margin over the corpus background) are recorded once per golden question; fitting replays the
-policy on them over a grid, so it costs no retrieval. The fitted thresholds go to
-`<lake>/refusal_policy.json` with the model key they were fitted for; `RagIndex.open` uses them
-while the served model matches. A few dozen questions fit a policy noisily, so the report also
-gives leave-one-out error rates: the honest estimate for questions the fit has not seen.
+The gate (`RefusalPolicy`) is a logistic model over scale-free evidence (term coverage of the
+best sentence and keyword hit, the best passage's standing above the asker's own background,
+cross-lingual flags). The evidence is recorded once per question; fitting is a few Newton steps
+on it, so it costs no retrieval. The shipped default is fitted on benchmark questions
+(bench/refusal_gate.py); `rag calibrate` refits on a golden set of one's own corpus and stores
+the result in `<lake>/refusal_policy.json` with the model key it was fitted for, used by
+`RagIndex.open` while the served model matches. A few dozen questions fit noisily, so the
+report also gives leave-one-out error rates: the honest estimate for unseen questions.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from rag_pipeline.query.answer import RefusalPolicy, refusal_reason
+import numpy as np
 
-COVERAGE_GRID = [c / 20 for c in range(2, 21)] + [1.01]  # 1.01: never answer on keyword evidence alone
-MARGIN_GRID = [m / 200 for m in range(0, 41)] + [1.0]  # 1.0: never answer on dense evidence alone
+from rag_pipeline.query.answer import RefusalPolicy, gate_features, refusal_reason
+
+L2 = 1.0  # ridge on standardized weights: a few dozen questions must not yield extreme weights
+NEWTON_STEPS = 25
 
 
 def collect_evidence(index, questions: list[dict]) -> list[dict]:
-    """What the refusal policy sees for each question (hybrid retrieval, as `ask` does)."""
+    """What the refusal gate sees for each question (hybrid retrieval, as `ask` does)."""
     return [
         {"id": q["id"], "answerable": bool(q["answerable"]), "evidence": index.ask(q["question"]).evidence}
         for q in questions
@@ -36,42 +39,59 @@ def outcome(samples: list[dict], policy: RefusalPolicy) -> tuple[int, int]:
     return fr, fa
 
 
-def _grid() -> list[RefusalPolicy]:
-    return [RefusalPolicy(min_lexical_coverage=c, min_dense_margin=m) for c in COVERAGE_GRID for m in MARGIN_GRID]
+def fit(samples: list[dict], false_answer_cost: float = 1.0, l2: float = L2) -> RefusalPolicy:
+    """Class-balanced, ridge-regularized logistic regression (Newton's method) on the evidence.
 
-
-def fit(samples: list[dict], false_answer_cost: float = 1.0) -> RefusalPolicy:
-    """The grid policy with the least cost (false refusals + cost × false answers).
-
-    Ties (common: many thresholds separate a small set equally well) go to the policy nearest the
-    middle of the tied region, which generalizes better than its edge.
+    Each class weighs the same in total (a false answer `false_answer_cost` times more), so the
+    even-odds threshold is the cost-balanced one and does not depend on the set's class mix.
+    Questions the gate never scores (no candidates, unknown identifiers) are left out.
     """
-    scored = [(fr + false_answer_cost * fa, fa, p) for p in _grid() for fr, fa in [outcome(samples, p)]]
-    best_cost, best_fa = min((c, fa) for c, fa, _ in scored)
-    tied = [p for c, fa, p in scored if c == best_cost and fa == best_fa]
-    mid_c = sorted(p.min_lexical_coverage for p in tied)[len(tied) // 2]
-    mid_m = sorted(p.min_dense_margin for p in tied)[len(tied) // 2]
-    return min(tied, key=lambda p: (abs(p.min_lexical_coverage - mid_c) + abs(p.min_dense_margin - mid_m), p.min_lexical_coverage))
+    scored = [s for s in samples if s["evidence"].get("candidates") and not s["evidence"].get("unknown_identifiers")]
+    X = np.array([gate_features(s["evidence"]) for s in scored], dtype=float)
+    y = np.array([float(s["answerable"]) for s in scored])
+    n_pos, n_neg = y.sum(), len(y) - y.sum()
+    if not n_pos or not n_neg:
+        return RefusalPolicy()
+    sample_w = np.where(y == 1, len(y) / (2 * n_pos), false_answer_cost * len(y) / (2 * n_neg))
+    mean, std = X.mean(axis=0), X.std(axis=0)
+    std[std == 0] = 1.0
+    Z = np.hstack([np.ones((len(y), 1)), (X - mean) / std])
+    beta = np.zeros(Z.shape[1])
+    ridge = np.full(Z.shape[1], l2)
+    ridge[0] = 0.0  # the intercept is not shrunk
+    for _ in range(NEWTON_STEPS):
+        p = 1 / (1 + np.exp(-Z @ beta))
+        gradient = Z.T @ (sample_w * (p - y)) + ridge * beta
+        hessian = (Z * (sample_w * p * (1 - p))[:, None]).T @ Z + np.diag(ridge)
+        step = np.linalg.solve(hessian, gradient)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    weights = beta[1:] / std
+    intercept = beta[0] - float(weights @ mean)
+    return RefusalPolicy(tuple(round(float(w), 4) for w in weights), round(float(intercept), 4))
 
 
-def tradeoff(samples: list[dict]) -> list[dict]:
-    """The Pareto front: for each number of false answers, the fewest false refusals reachable."""
-    best: dict[int, tuple[int, RefusalPolicy]] = {}
-    for p in _grid():
-        fr, fa = outcome(samples, p)
+def tradeoff(samples: list[dict], policy: RefusalPolicy) -> list[dict]:
+    """The fitted model's operating points: for each number of false answers, the fewest false
+    refusals any threshold on its score reaches (an operator may prefer another than 0)."""
+    best: dict[int, tuple[int, float]] = {}
+    for min_score in np.arange(-4.0, 4.01, 0.25):
+        candidate = RefusalPolicy(policy.weights, policy.intercept, round(float(min_score), 2))
+        fr, fa = outcome(samples, candidate)
         if fa not in best or fr < best[fa][0]:
-            best[fa] = (fr, p)
+            best[fa] = (fr, candidate.min_score)
     front, lowest_fr = [], None
     for fa in sorted(best):
-        fr, p = best[fa]
+        fr, min_score = best[fa]
         if lowest_fr is None or fr < lowest_fr:
-            front.append({"false_answers": fa, "false_refusals": fr, **_thresholds(p)})
+            front.append({"false_answers": fa, "false_refusals": fr, "min_score": min_score})
             lowest_fr = fr
     return front
 
 
 def leave_one_out(samples: list[dict], false_answer_cost: float = 1.0) -> tuple[int, int]:
-    """(false refusals, false answers) when each question is judged by a policy fitted without it."""
+    """(false refusals, false answers) when each question is judged by a gate fitted without it."""
     fr = fa = 0
     for i, held in enumerate(samples):
         policy = fit(samples[:i] + samples[i + 1 :], false_answer_cost)
@@ -81,12 +101,10 @@ def leave_one_out(samples: list[dict], false_answer_cost: float = 1.0) -> tuple[
     return fr, fa
 
 
-def _thresholds(p: RefusalPolicy) -> dict:
-    return {"min_lexical_coverage": p.min_lexical_coverage, "min_dense_margin": p.min_dense_margin}
-
-
 def calibrate(index, questions: list[dict], golden_path: Path, false_answer_cost: float = 1.0) -> dict:
     """Fit, evaluate and describe a policy for `index` (the record `refusal_policy.json` holds)."""
+    if any(q.get("split") for q in questions):  # fit on the fit half only; `rag eval --golden` reports the other
+        questions = [q for q in questions if q.get("split") == "fit"]
     samples = collect_evidence(index, questions)
     policy = fit(samples, false_answer_cost)
     n_pos = sum(s["answerable"] for s in samples)
@@ -96,7 +114,7 @@ def calibrate(index, questions: list[dict], golden_path: Path, false_answer_cost
     loo_fr, loo_fa = leave_one_out(samples, false_answer_cost)
     rate = lambda n, d: round(n / d, 4) if d else None  # noqa: E731
     return {
-        **_thresholds(policy),
+        **policy.to_record(),
         "model_key": index.manifest["model"]["key"],
         "fitted_on": {
             "golden_file": str(golden_path),
@@ -108,29 +126,26 @@ def calibrate(index, questions: list[dict], golden_path: Path, false_answer_cost
         },
         "fitted": {"false_refusal": rate(fr, n_pos), "false_answer": rate(fa, n_neg)},
         "leave_one_out": {"false_refusal": rate(loo_fr, n_pos), "false_answer": rate(loo_fa, n_neg)},
-        "previous": {**_thresholds(index.policy), "false_refusal": rate(before[0], n_pos), "false_answer": rate(before[1], n_neg)},
-        "tradeoff": tradeoff(samples),
+        "previous": {**index.policy.to_record(), "false_refusal": rate(before[0], n_pos), "false_answer": rate(before[1], n_neg)},
+        "tradeoff": tradeoff(samples, policy),
     }
 
 
 def format_calibration(record: dict, saved_to: str | None) -> str:
     fitted, loo, prev = record["fitted"], record["leave_one_out"], record["previous"]
+    weights = ", ".join(f"{f} {w:+.3f}" for f, w in zip(record["features"], record["weights"]))
     lines = [
-        f"refusal policy fitted on {record['fitted_on']['questions']} golden questions "
+        f"refusal gate fitted on {record['fitted_on']['questions']} golden questions "
         f"(generation {record['fitted_on']['generation']}, model {record['model_key']})",
-        f"  min_lexical_coverage {record['min_lexical_coverage']}, min_dense_margin {record['min_dense_margin']}",
+        f"  log-odds = {record['intercept']:+.3f} + {weights}; answer when >= {record['min_score']}",
         f"  on the set:     false refusal {fitted['false_refusal']:.3f}, false answer {fitted['false_answer']:.3f}",
         f"  leave-one-out:  false refusal {loo['false_refusal']:.3f}, false answer {loo['false_answer']:.3f}",
-        f"  previous policy ({prev['min_lexical_coverage']}, {prev['min_dense_margin']}): "
-        f"false refusal {prev['false_refusal']:.3f}, false answer {prev['false_answer']:.3f}",
+        f"  previous gate:  false refusal {prev['false_refusal']:.3f}, false answer {prev['false_answer']:.3f}",
         "",
-        "trade-off (fewest false refusals for each number of false answers):",
-        "| false answers | false refusals | min_lexical_coverage | min_dense_margin |",
-        "|---|---|---|---|",
+        "trade-off (fewest false refusals for each number of false answers, by threshold):",
+        "| false answers | false refusals | min_score |",
+        "|---|---|---|",
     ]
-    lines += [
-        f"| {t['false_answers']} | {t['false_refusals']} | {t['min_lexical_coverage']} | {t['min_dense_margin']} |"
-        for t in record["tradeoff"]
-    ]
+    lines += [f"| {t['false_answers']} | {t['false_refusals']} | {t['min_score']} |" for t in record["tradeoff"]]
     lines.append(f"\nsaved to {saved_to}" if saved_to else "\nnot saved (--dry-run)")
     return "\n".join(lines)

@@ -114,21 +114,24 @@ def summarize(details: list[dict]) -> dict:
 
 
 def policy_sweep(details: list[dict]) -> dict:
-    """The refusal thresholds that would make the fewest mistakes on these questions (see calibrate)."""
+    """The gate fitted on these very questions (see calibrate): how much of the refusal error is
+    the gate's fit, and how much the evidence cannot separate."""
     from rag_pipeline.eval.calibrate import fit, outcome
 
     policy = fit(details)
     fr, fa = outcome(details, policy)
-    return {"errors": fr + fa, "false_refusals": fr, "false_answers": fa,
-            "min_lexical_coverage": policy.min_lexical_coverage, "min_dense_margin": policy.min_dense_margin}
+    return {"errors": fr + fa, "false_refusals": fr, "false_answers": fa, **policy.to_record()}
 
 
 def run_golden(index, questions: list[dict]) -> dict:
-    details = [evaluate_question(index, q) for q in questions]
+    details = [{**evaluate_question(index, q), "split": q.get("split")} for q in questions]
     by_lang = {lang: summarize([d for d in details if d["lang"] == lang]) for lang in sorted({d["lang"] for d in details})}
-    policy = {"min_lexical_coverage": index.policy.min_lexical_coverage, "min_dense_margin": index.policy.min_dense_margin}
+    by_kind = {kind: summarize([d for d in details if d["kind"] == kind]) for kind in sorted({d["kind"] for d in details})}
+    by_split = {f"{split} half": summarize([d for d in details if d["split"] == split])
+                for split in ("fit", "report") if any(d["split"] == split for d in details)}
+    policy = index.policy.to_record()
     return {
-        **summarize(details), "by_lang": by_lang, "lake": str(index.lake.lake_dir),
+        **summarize(details), "by_lang": by_lang, "by_kind": by_kind, "by_split": by_split, "lake": str(index.lake.lake_dir),
         "policy": policy, "best_policy_on_this_set": policy_sweep(details), "details": details,
     }
 
@@ -157,7 +160,7 @@ def failures(report: dict) -> list[str]:
 
 def format_report(report: dict) -> str:
     lines = [f"golden set: {report['questions']} questions ({report['answerable']} answerable) on {report['lake']}"]
-    scopes = {"all": report, **report["by_lang"]}
+    scopes = {"all": report, **report.get("by_split", {}), **report["by_lang"]}
     lines.append("| metric | " + " | ".join(scopes) + " |")
     lines.append("|---|" + "---|" * len(scopes))
     for m in (*METRICS, "page_hit@5"):
@@ -165,10 +168,15 @@ def format_report(report: dict) -> str:
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     best = report["best_policy_on_this_set"]
     lines.append(
-        f"\nrefusal policy {report['policy']}; the best thresholds on this set "
-        f"(coverage {best['min_lexical_coverage']}, margin {best['min_dense_margin']}) would still make "
+        f"\nrefusal gate fitted on these very questions would still make "
         f"{best['false_refusals']} false refusals + {best['false_answers']} false answers"
     )
+    if report.get("by_kind"):
+        lines.append("\n| kind | n | hit@5 | answer_contains | false_refusal | false_answer |")
+        lines.append("|---|---|---|---|---|---|")
+        for kind, k in report["by_kind"].items():
+            cells = ["-" if k.get(m) is None else f"{k[m]:.3f}" for m in ("hit@5", "answer_contains", "false_refusal", "false_answer")]
+            lines.append(f"| {kind} | {k['questions']} | " + " | ".join(cells) + " |")
     wrong = failures(report)
     lines.append(f"\nwrong: {len(wrong)} of {report['questions']}")
     return "\n".join(lines + wrong)

@@ -16,17 +16,50 @@ from rag_pipeline.query.retrieve import query_term_groups
 from rag_pipeline.text import search_tokens
 
 
+GATE_FEATURES = (
+    "lexical_coverage",  # idf-weighted share of the question's terms in the best keyword hit
+    "sentence_coverage",  # ... in one quotable sentence: "is the asked fact here", not "is this on topic"
+    "dense_z",  # best dense cosine in spreads above the asker's own background (language-free scale)
+    "dense_gap_z",  # how far the best passage stands out from the 5th (answerable ones stand out)
+    "cross_lingual",  # the best passage is in another language than the question: keyword evidence is void
+    "cross_lingual_dense_z",  # ... so dense evidence must carry the decision alone
+)
+
+
+def gate_features(evidence: dict) -> list[float]:
+    cross = float(bool(evidence.get("cross_lingual")))
+    values = {**evidence, "cross_lingual": cross, "cross_lingual_dense_z": cross * evidence.get("dense_z", 0.0)}
+    return [float(values.get(name) or 0.0) for name in GATE_FEATURES]
+
+
 @dataclass(frozen=True)
 class RefusalPolicy:
-    """Answer when the keyword evidence OR the dense evidence is strong enough.
+    """Answer when the evidence's log-odds that a passage holds the asked fact reach `min_score`.
 
-    Provisional defaults, set by hand from the sample corpus's 29 questions
-    (data/sample_facts.md); they are meant to be fitted on a golden set.
+    A logistic model over GATE_FEATURES, fitted by `bench/refusal_gate.py` on benchmark questions
+    made answerable and close-but-unanswerable by hiding their gold passages (XQuAD zh, en→zh,
+    SciFact claims; fit halves only) and reported on their other halves and on the golden sets,
+    which it never saw. Every feature is scale-free or a share, so it transfers across corpora;
+    `rag calibrate` refits it on a golden set of one's own.
     """
 
-    min_lexical_coverage: float = 0.45  # idf-weighted share of query terms found in one keyword hit
-    min_dense_margin: float = 0.10  # best dense cosine minus the query's median cosine to the corpus
-    refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no indexed chunk contains
+    weights: tuple[float, ...] = (1.2906, 5.6597, 0.3007, 0.4902, 0.9766, -0.2195)
+    intercept: float = -5.3427
+    min_score: float = 0.0  # log-odds; 0 = even odds
+    refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
+
+    def score(self, evidence: dict) -> float:
+        return self.intercept + sum(w * x for w, x in zip(self.weights, gate_features(evidence)))
+
+    def to_record(self) -> dict:
+        return {"features": list(GATE_FEATURES), "weights": list(self.weights), "intercept": self.intercept, "min_score": self.min_score}
+
+    @classmethod
+    def from_record(cls, record: dict) -> "RefusalPolicy | None":
+        """The stored policy, or None when it was fitted over other features (refit it)."""
+        if record.get("features") != list(GATE_FEATURES):
+            return None
+        return cls(tuple(record["weights"]), record["intercept"], record["min_score"])
 
 
 MAX_CANDIDATE_SENTENCES = 40  # bounds the per-answer cost (and the encode, when one is needed)
@@ -68,14 +101,13 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
         return "no document you may read matches this question"
     if policy.refuse_unknown_identifiers and evidence.get("unknown_identifiers"):
         return f"no indexed document mentions {', '.join(evidence['unknown_identifiers'])}"
-    if evidence["lexical_coverage"] >= policy.min_lexical_coverage:
-        return None
-    if evidence["dense_margin"] >= policy.min_dense_margin:
+    if policy.score(evidence) >= policy.min_score:
         return None
     return (
-        "nothing relevant was found: best keyword match covers "
-        f"{evidence['lexical_coverage']:.0%} of the question's terms and the best passage is only "
-        f"{evidence['dense_margin']:.3f} above the corpus background"
+        "no passage appears to hold the answer: the best sentence covers "
+        f"{evidence.get('sentence_coverage', 0.0):.0%} of the question's terms, the best keyword match "
+        f"{evidence['lexical_coverage']:.0%}, and the best passage stands {evidence['dense_z']:.1f} spreads "
+        "above unrelated text"
     )
 
 
@@ -170,6 +202,38 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a and b else float(a == b)
 
 
+def candidate_sentences(hits: list[dict]) -> list[tuple[int, int, str]]:
+    """(hit index, position, sentence) of the hits' distinct sentences, best-ranked first, bounded."""
+    seen: set[str] = set()
+    candidates: list[tuple[int, int, str]] = []
+    for i, hit in enumerate(hits):
+        for position, unit in enumerate(answer_units(hit["text"])):
+            key = normalized_unit(unit)
+            if len(key) <= 3 or key in seen:
+                continue
+            seen.add(key)
+            candidates.append((i, position, unit))
+    return candidates[:MAX_CANDIDATE_SENTENCES]
+
+
+def _sentence_coverages(question: str, candidates, term_weights: dict[str, float]):
+    """Per candidate: the weight found of each query term group, and its share of the question."""
+    groups = query_term_groups(question)
+    total = sum(max(term_weights.get(t, 0.0) for t in members) for members in groups)
+    found: list[list[float]] = []  # per candidate, per group: the weight of the heaviest spelling it holds
+    for _, _, unit in candidates:
+        tokens = set(search_tokens(unit))
+        found.append([max((term_weights.get(t, 0.0) for t in members & tokens), default=0.0) for members in groups])
+    return groups, found, [sum(f) / total if total else 0.0 for f in found]
+
+
+def best_sentence_coverage(question: str, hits: list[dict], term_weights: dict[str, float]) -> float:
+    """The idf-weighted share of the question one quotable sentence holds: "is the asked fact here",
+    where chunk-level coverage only says "is this on topic" (the terms may sit in separate sentences)."""
+    candidates = candidate_sentences(hits)
+    return max(_sentence_coverages(question, candidates, term_weights)[2], default=0.0) if candidates else 0.0
+
+
 def select_sentences(
     question: str,
     hits: list[dict],
@@ -189,25 +253,10 @@ def select_sentences(
     language, a pure paraphrase) does `dense_scores(sentences)` — the embedding similarity, which
     costs an encode — decide; without it the best-ranked chunk's first sentences are quoted.
     """
-    seen: set[str] = set()
-    candidates: list[tuple[int, int, str]] = []
-    for i, hit in enumerate(hits):
-        for position, unit in enumerate(answer_units(hit["text"])):
-            key = normalized_unit(unit)
-            if len(key) <= 3 or key in seen:
-                continue
-            seen.add(key)
-            candidates.append((i, position, unit))
-    candidates = candidates[:MAX_CANDIDATE_SENTENCES]
+    candidates = candidate_sentences(hits)
     if not candidates:
         return []
-    groups = query_term_groups(question)
-    total = sum(max(term_weights.get(t, 0.0) for t in members) for members in groups)
-    found: list[list[float]] = []  # per candidate, per group: the weight of the heaviest spelling it holds
-    for _, _, unit in candidates:
-        tokens = set(search_tokens(unit))
-        found.append([max((term_weights.get(t, 0.0) for t in members & tokens), default=0.0) for members in groups])
-    scores = [sum(f) / total if total else 0.0 for f in found]
+    groups, found, scores = _sentence_coverages(question, candidates, term_weights)
     if max(scores, default=0.0) <= 0.0:
         if dense_scores is not None:
             scores = [float(x) for x in dense_scores([unit for _, _, unit in candidates])]

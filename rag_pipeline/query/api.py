@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, encoder_for
-from rag_pipeline.query.answer import Answer, RefusalPolicy, compose, context_hits, refusal_reason, select_sentences
+from rag_pipeline.query.answer import Answer, RefusalPolicy, best_sentence_coverage, compose, context_hits, refusal_reason, select_sentences
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
@@ -34,6 +34,7 @@ RRF_K = 60  # plain RRF (hybrid-rrf), the baseline of Cormack et al.
 # hybrid: chosen on the fit halves of ../shared/bench only, reported on the other halves
 # (bench/fusion_sweep.py, bench/README.md "Fusion rule")
 HYBRID_RRF_K = 20
+DENSE_GAP_RANK = 5  # dense_gap_z compares the best passage with the one at this rank
 KEYWORD_FULL_TRUST_COVERAGE = 0.5  # keyword hit weight = min(1, coverage / this)
 BACKGROUND_SAMPLE = 512
 SENTENCE_CACHE = 4096  # answer-sentence vectors kept in-process (the dense fallback of sentence selection)
@@ -82,9 +83,7 @@ class SearchResult(list):
 def stored_policy(lake: Lake, manifest: dict) -> RefusalPolicy:
     """The thresholds `rag calibrate` fitted for the served model, else the defaults."""
     record = lake.read_refusal_policy(manifest["model"]["key"])
-    if record is None:
-        return RefusalPolicy()
-    return RefusalPolicy(min_lexical_coverage=record["min_lexical_coverage"], min_dense_margin=record["min_dense_margin"])
+    return (RefusalPolicy.from_record(record) if record else None) or RefusalPolicy()
 
 
 class RagIndex:
@@ -247,6 +246,10 @@ class RagIndex:
         sims = scope["background"] @ query_vec
         median = float(np.median(sims)) if len(sims) else top_cos
         spread = float(np.std(sims)) if len(sims) > 1 else 0.0
+        depth = min(len(dense), DENSE_GAP_RANK) - 1
+        gap = top_cos - dense[depth][1] if depth > 0 else 0.0
+        query_language = detect_language(query)
+        top_language = rows[dense[0][0]]["language"] if dense else query_language
         unknown = sorted(
             t for t in query_terms(query) if is_identifier(t) and not doc_freq.get(t)
         )  # doc_freq counts only permitted chunks: "no document mentions X" must not leak that X exists
@@ -258,6 +261,10 @@ class RagIndex:
             "dense_background": round(median, 4),
             "dense_margin": round(top_cos - median, 4),
             "dense_z": round((top_cos - float(np.mean(sims))) / spread, 3) if spread else 0.0,
+            # how far the best passage stands out from the next ones, in background spreads: an
+            # answerable question's gold passage stands out; close-but-unanswerable ones tie
+            "dense_gap_z": round(gap / spread, 3) if spread else 0.0,
+            "cross_lingual": not same_language(query_language, top_language),
         }
 
     def _scope(self, predicate: str) -> dict:
@@ -304,11 +311,12 @@ class RagIndex:
         when every citation checks out (otherwise the extractive answer comes back with a note).
         """
         hits, (query_vec, evidence, _, doc_freq, n_docs) = self._retrieve(question, "hybrid", k, principal, where)
+        top = context_hits([h.__dict__ for h in hits])
+        weights = idf_weights(query_terms(question), doc_freq, n_docs)
+        evidence = {**evidence, "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3)}
         reason = refusal_reason(evidence, self.policy)
         if reason:
             return Answer(question, "", True, reason, [], evidence)
-        top = context_hits([h.__dict__ for h in hits])
-        weights = idf_weights(query_terms(question), doc_freq, n_docs)
         picked = select_sentences(question, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec)
         text, citations = compose(picked, top)
         answer = Answer(question, text, False, "answered from the cited passages", citations, {**evidence, "generator": "extractive"})

@@ -9,33 +9,56 @@ from rag_pipeline.eval.gate import compare, eligible
 from rag_pipeline.query.answer import RefusalPolicy
 
 
-def _sample(i, answerable, coverage, margin):
-    evidence = {"candidates": 10, "lexical_coverage": coverage, "dense_margin": margin}
+def _sample(i, answerable, coverage, z, cross=False):
+    evidence = {"candidates": 10, "lexical_coverage": coverage, "sentence_coverage": coverage, "dense_z": z,
+                "dense_gap_z": z / 2, "cross_lingual": cross}
     return {"id": f"q{i}", "answerable": answerable, "evidence": evidence}
 
 
-SEPARABLE = [_sample(i, True, 0.8, 0.05) for i in range(5)] + [_sample(5 + i, False, 0.2, 0.05) for i in range(5)]
+SEPARABLE = [_sample(i, True, 0.6 + i / 20, 4.0) for i in range(5)] + [_sample(5 + i, False, 0.1 + i / 20, 4.0) for i in range(5)]
 
 
 def test_fit_separates_separable_evidence_and_loo_agrees():
     policy = fit(SEPARABLE)
     assert outcome(SEPARABLE, policy) == (0, 0)
-    assert 0.2 < policy.min_lexical_coverage <= 0.8
     assert leave_one_out(SEPARABLE) == (0, 0)
+    # the coverage features carry the decision, the constant dense evidence none of it
+    assert policy.weights[0] > 0 and policy.weights[1] > 0 and abs(policy.weights[2]) < 1e-6
 
 
-def test_fit_prefers_the_middle_of_a_tied_region():
+def test_fit_puts_the_boundary_between_the_classes():
     policy = fit(SEPARABLE)
-    assert 0.4 <= policy.min_lexical_coverage <= 0.6  # not hugging either class
+    low, high = _sample(0, True, 0.30, 4.0)["evidence"], _sample(0, True, 0.50, 4.0)["evidence"]
+    assert policy.score(low) < policy.min_score < policy.score(high)
+
+
+def test_fit_does_not_depend_on_the_class_mix():
+    """Class-balanced: ten times as many unanswerable questions must not move the boundary far."""
+    lopsided = SEPARABLE + [_sample(50 + i, False, 0.1 + (i % 5) / 20, 4.0) for i in range(45)]
+    assert outcome(lopsided, fit(lopsided)) == (0, 0)
+
+
+def test_dense_evidence_decides_cross_lingual_questions():
+    """Across languages keyword coverage is void: the gate must learn to lean on the dense z."""
+    cross = [_sample(i, True, 0.0, 5.0 + i / 10, cross=True) for i in range(6)]
+    cross += [_sample(10 + i, False, 0.0, 3.0 + i / 10, cross=True) for i in range(6)]
+    policy = fit(SEPARABLE + cross)
+    assert outcome(SEPARABLE + cross, policy) == (0, 0)
 
 
 def test_tradeoff_front_is_monotone_and_costly_false_answers_refuse_more():
-    overlapping = SEPARABLE + [_sample(20, False, 0.9, 0.2), _sample(21, True, 0.1, 0.01)]
-    front = tradeoff(overlapping)
+    overlapping = SEPARABLE + [_sample(20, False, 0.9, 6.0), _sample(21, True, 0.1, 2.0)]
+    front = tradeoff(overlapping, fit(overlapping))
     assert [p["false_answers"] for p in front] == sorted(p["false_answers"] for p in front)
     assert all(a["false_refusals"] > b["false_refusals"] for a, b in zip(front, front[1:]))
-    cautious = fit(overlapping, false_answer_cost=10)
-    assert outcome(overlapping, cautious)[1] == 0
+    cheap, cautious = fit(overlapping), fit(overlapping, false_answer_cost=10)
+    assert outcome(overlapping, cautious)[1] <= outcome(overlapping, cheap)[1]
+
+
+def test_a_policy_fitted_over_other_features_is_not_used():
+    assert RefusalPolicy.from_record({"min_lexical_coverage": 0.4, "min_dense_margin": 0.1}) is None
+    policy = RefusalPolicy((1.0,) * 6, -2.0, 0.5)
+    assert RefusalPolicy.from_record(policy.to_record()) == policy
 
 
 def _detail(qid, answerable=True, refused=False, hit=True, rank=1, cited=True):
@@ -86,4 +109,4 @@ def test_rag_calibrate_stores_the_policy_with_the_index_and_queries_use_it(index
     fitted_errors = record["fitted"]["false_refusal"] + record["fitted"]["false_answer"]
     assert fitted_errors <= record["previous"]["false_refusal"] + record["previous"]["false_answer"]
     index = RagIndex.open(lake)
-    assert index.policy == RefusalPolicy(record["min_lexical_coverage"], record["min_dense_margin"])
+    assert index.policy == RefusalPolicy(tuple(record["weights"]), record["intercept"], record["min_score"])

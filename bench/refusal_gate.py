@@ -1,0 +1,173 @@
+"""Which refusal gate? Fit on benchmark fit halves, report on their other halves and on golden sets.
+
+    .venv/bin/python bench/answerability.py --limit 300 --scifact 300   # evidence, ~20 min once
+    .venv/bin/python bench/refusal_gate.py --golden data/golden/sample_golden.jsonl=/path/to/sample/lake
+
+Gates compared, each replayed on recorded evidence (no retrieval at scoring time):
+
+* `or-thresholds (old default)`: answer if keyword coverage >= 0.45 OR dense margin >= 0.10
+  (set by hand on the sample corpus; the gate the review measured);
+* `or-thresholds (refit)`: the same rule with both thresholds fitted on the benchmark fit halves;
+* `logistic (shipped)`: `RefusalPolicy()`'s defaults, the logistic gate over scale-free features;
+* `logistic (refit)`: the logistic gate fitted here on the benchmark fit halves (what the shipped
+  default must equal; the script says so when they differ).
+
+The golden sets are never fitted on: they are reported per language and per split half. A
+golden file is given as FILE=LAKE (a lake indexed from that golden set's corpus); its evidence
+is recorded with every answer composed (`ALWAYS_ANSWER`), so each gate's refusals and the
+answer's content can be judged offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rag_pipeline.eval.calibrate import fit  # noqa: E402
+from rag_pipeline.eval.golden import evaluate_question, load_golden  # noqa: E402
+from rag_pipeline.query.answer import RefusalPolicy, refusal_reason  # noqa: E402
+
+from answerability import ALWAYS_ANSWER, OUT  # noqa: E402
+
+GOLDEN_SEED = "golden-split-1"
+
+
+def golden_half(qid: str) -> str:
+    return "report" if int(hashlib.sha256(f"{GOLDEN_SEED}:{qid}".encode()).hexdigest(), 16) % 2 else "fit"
+
+
+class OrThresholds:
+    """The previous gate: keyword coverage OR dense margin over fixed thresholds."""
+
+    def __init__(self, coverage: float, margin: float):
+        self.coverage, self.margin = coverage, margin
+
+    def refuses(self, evidence: dict) -> bool:
+        if evidence["candidates"] == 0 or evidence.get("unknown_identifiers"):
+            return True
+        return evidence["lexical_coverage"] < self.coverage and evidence["dense_margin"] < self.margin
+
+    @classmethod
+    def fitted(cls, samples: list[dict]) -> "OrThresholds":
+        """Grid search, class-balanced error (as the logistic fit weighs its classes)."""
+        pos = sum(s["answerable"] for s in samples) or 1
+        neg = (len(samples) - pos) or 1
+        best = None
+        for c in [x / 20 for x in range(2, 21)] + [1.01]:
+            for m in [x / 200 for x in range(0, 41)] + [1.0]:
+                gate = cls(c, m)
+                fr = sum(gate.refuses(s["evidence"]) for s in samples if s["answerable"]) / pos
+                fa = sum(not gate.refuses(s["evidence"]) for s in samples if not s["answerable"]) / neg
+                if best is None or fr + fa < best[0]:
+                    best = (fr + fa, gate)
+        return best[1]
+
+
+class Logistic:
+    def __init__(self, policy: RefusalPolicy):
+        self.policy = policy
+
+    def refuses(self, evidence: dict) -> bool:
+        return refusal_reason(evidence, self.policy) is not None
+
+
+def load_benchmark() -> list[dict]:
+    samples = []
+    for path in sorted(OUT.glob("*.jsonl")):
+        if not path.name.startswith("golden"):
+            samples += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return samples
+
+
+def collect_golden(golden: Path, lake: Path) -> list[dict]:
+    """Per question: the golden judgement of an always-composed answer, and its evidence.
+
+    Cached per (lake, question) so a grown golden file only runs its new questions; delete
+    bench/results/answerability/golden_*.json after re-indexing the lake.
+    """
+    from rag_pipeline.query import RagIndex
+
+    cache_path = OUT / f"golden_{golden.stem}_{hashlib.sha256(str(lake.resolve()).encode()).hexdigest()[:12]}.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    index = None
+    rows = []
+    for q in load_golden(golden):
+        key = hashlib.sha256(json.dumps(q, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        if key not in cache:
+            if index is None:
+                index = RagIndex.open(lake)
+                index.policy = ALWAYS_ANSWER
+            cache[key] = evaluate_question(index, q)
+            cache_path.write_text(json.dumps(cache, ensure_ascii=False))
+        rows.append({**cache[key], "set": golden.stem, "half": q.get("split") or golden_half(q["id"])})
+    return rows
+
+
+def rates(rows: list[dict], gate, contains_key: str | None) -> dict:
+    pos = [r for r in rows if r["answerable"]]
+    neg = [r for r in rows if not r["answerable"]]
+    refused = {id(r): gate.refuses(r["evidence"]) for r in rows}
+    out = {
+        "n": f"{len(pos)}+{len(neg)}",
+        "false_refusal": sum(refused[id(r)] for r in pos) / len(pos) if pos else None,
+        "false_answer": sum(not refused[id(r)] for r in neg) / len(neg) if neg else None,
+    }
+    if contains_key:
+        out["answer_contains"] = sum(r[contains_key] and not refused[id(r)] for r in pos) / len(pos) if pos else None
+    return out
+
+
+def table(title: str, groups: dict[str, list[dict]], gates: dict, contains_key: str | None) -> None:
+    metrics = ["false_refusal", "false_answer"] + (["answer_contains"] if contains_key else [])
+    print(f"\n### {title}\n")
+    print("| set | n (ans+unans) | gate | " + " | ".join(metrics) + " |")
+    print("|---|---|---|" + "---|" * len(metrics))
+    for name, rows in groups.items():
+        for label, gate in gates.items():
+            r = rates(rows, gate, contains_key)
+            cells = ["-" if r[m] is None else f"{r[m]:.3f}" for m in metrics]
+            print(f"| {name} | {r['n']} | {label} | " + " | ".join(cells) + " |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--golden", action="append", default=[], help="GOLDEN_FILE=LAKE (repeatable); reported, never fitted")
+    args = parser.parse_args()
+    bench = load_benchmark()
+    fit_rows = [r for r in bench if r["half"] == "fit"]
+    refit = fit(fit_rows)
+    shipped = RefusalPolicy()
+    print(f"benchmark evidence: {len(bench)} cases from {sorted({r['set'] for r in bench})}; fitted on {len(fit_rows)}")
+    print(f"logistic refit: weights {refit.weights}, intercept {refit.intercept}")
+    if (refit.weights, refit.intercept) != (shipped.weights, shipped.intercept):
+        print(f"NOTE: the shipped default differs: {shipped.weights}, {shipped.intercept}")
+    gates = {
+        "or-thresholds (old default)": OrThresholds(0.45, 0.10),
+        "or-thresholds (refit)": OrThresholds.fitted(fit_rows),
+        "logistic (shipped)": Logistic(shipped),
+    }
+    groups = {f"{name} · {half}": [r for r in bench if r["set"] == name and r["half"] == half]
+              for name in sorted({r["set"] for r in bench}) for half in ("fit", "report")}
+    table("benchmark questions (unanswerable = gold hidden)", groups, gates, "contains")
+    for spec in args.golden:
+        golden, lake = spec.split("=", 1)
+        rows = collect_golden(Path(golden), Path(lake))
+        groups = {"all": rows}
+        for half in ("fit", "report"):
+            groups[f"{half} half"] = [r for r in rows if r["half"] == half]
+        for lang in sorted({r["lang"] for r in rows}):
+            groups[f"lang {lang}"] = [r for r in rows if r["lang"] == lang]
+        for kind in sorted({r["kind"] for r in rows}):
+            groups[f"kind {kind}"] = [r for r in rows if r["kind"] == kind]
+        table(f"golden set {golden} (never fitted on)", groups, gates, "answer_contains")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
