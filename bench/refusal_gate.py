@@ -1,21 +1,24 @@
-"""Which refusal gate? Fit on benchmark fit halves, report on their other halves and on golden sets.
+"""Which refusal gate? Fit on the fit halves of benchmark and golden questions, report on the rest.
 
-    .venv/bin/python bench/answerability.py --limit 300 --scifact 300   # evidence, ~20 min once
-    .venv/bin/python bench/refusal_gate.py --golden data/golden/sample_golden.jsonl=/path/to/sample/lake
+    .venv/bin/python bench/answerability.py --limit 160      # benchmark evidence, ~30 min once
+    .venv/bin/rag index --raw data/sample --lake /tmp/sample_lake          # and ../shared/corpus likewise
+    .venv/bin/python bench/refusal_gate.py --golden data/golden/sample_golden.jsonl=/tmp/sample_lake \
+        --golden data/golden/corpus_golden.jsonl=/tmp/corpus_lake
 
 Gates compared, each replayed on recorded evidence (no retrieval at scoring time):
 
 * `or-thresholds (old default)`: answer if keyword coverage >= 0.45 OR dense margin >= 0.10
   (set by hand on the sample corpus; the gate the review measured);
-* `or-thresholds (refit)`: the same rule with both thresholds fitted on the benchmark fit halves;
+* `or-thresholds (refit)`: the same rule with both thresholds fitted on the same fit halves;
 * `logistic (shipped)`: `RefusalPolicy()`'s defaults, the logistic gate over scale-free features;
-* `logistic (refit)`: the logistic gate fitted here on the benchmark fit halves (what the shipped
-  default must equal; the script says so when they differ).
+* `logistic (refit)`: the logistic gate fitted here (shown only when it differs from the shipped
+  default, which it must equal).
 
-The golden sets are never fitted on: they are reported per language and per split half. A
-golden file is given as FILE=LAKE (a lake indexed from that golden set's corpus); its evidence
-is recorded with every answer composed (`ALWAYS_ANSWER`), so each gate's refusals and the
-answer's content can be judged offline.
+Fitting uses the fit halves only: of the benchmark sets and of each golden set (its `split`
+field, a seeded hash of the id). Everything is reported on both halves; only the report halves
+count. A golden file is given as FILE=LAKE (a lake indexed from that golden set's corpus); its
+evidence is recorded with every answer composed (`ALWAYS_ANSWER`), so each gate's refusals and
+the answer's content are judged offline.
 """
 
 from __future__ import annotations
@@ -137,13 +140,17 @@ def table(title: str, groups: dict[str, list[dict]], gates: dict, contains_key: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--golden", action="append", default=[], help="GOLDEN_FILE=LAKE (repeatable); reported, never fitted")
+    parser.add_argument("--golden", action="append", default=[], help="GOLDEN_FILE=LAKE (repeatable): fit half fitted, report half reported")
     args = parser.parse_args()
     bench = load_benchmark()
-    fit_rows = [r for r in bench if r["half"] == "fit"]
+    golden = {}
+    for spec in args.golden:
+        file, lake = spec.split("=", 1)
+        golden[Path(file).stem] = collect_golden(Path(file), Path(lake))
+    fit_rows = [r for r in bench if r["half"] == "fit"] + [r for rows in golden.values() for r in rows if r["half"] == "fit"]
     refit = fit(fit_rows)
     shipped = RefusalPolicy()
-    print(f"benchmark evidence: {len(bench)} cases from {sorted({r['set'] for r in bench})}; fitted on {len(fit_rows)}")
+    print(f"fitted on {len(fit_rows)} cases: the fit halves of {sorted({r['set'] for r in fit_rows})}")
     print(f"logistic refit: weights {refit.weights}, intercept {refit.intercept}")
     if (refit.weights, refit.intercept) != (shipped.weights, shipped.intercept):
         print(f"NOTE: the shipped default differs: {shipped.weights}, {shipped.intercept}")
@@ -152,20 +159,19 @@ def main() -> int:
         "or-thresholds (refit)": OrThresholds.fitted(fit_rows),
         "logistic (shipped)": Logistic(shipped),
     }
+    if (refit.weights, refit.intercept) != (shipped.weights, shipped.intercept):
+        gates["logistic (refit)"] = Logistic(refit)
     groups = {f"{name} · {half}": [r for r in bench if r["set"] == name and r["half"] == half]
               for name in sorted({r["set"] for r in bench}) for half in ("fit", "report")}
     table("benchmark questions (unanswerable = gold hidden)", groups, gates, "contains")
-    for spec in args.golden:
-        golden, lake = spec.split("=", 1)
-        rows = collect_golden(Path(golden), Path(lake))
-        groups = {"all": rows}
-        for half in ("fit", "report"):
-            groups[f"{half} half"] = [r for r in rows if r["half"] == half]
-        for lang in sorted({r["lang"] for r in rows}):
-            groups[f"lang {lang}"] = [r for r in rows if r["lang"] == lang]
-        for kind in sorted({r["kind"] for r in rows}):
-            groups[f"kind {kind}"] = [r for r in rows if r["kind"] == kind]
-        table(f"golden set {golden} (never fitted on)", groups, gates, "answer_contains")
+    for name, rows in golden.items():
+        report = [r for r in rows if r["half"] == "report"]
+        groups = {"fit half (fitted on)": [r for r in rows if r["half"] == "fit"], "report half": report}
+        for lang in sorted({r["lang"] for r in report}):
+            groups[f"report · {lang}"] = [r for r in report if r["lang"] == lang]
+        table(f"golden set {name}", groups, gates, "answer_contains")
+        kinds = {f"report · {kind}": [r for r in report if r["kind"] == kind] for kind in sorted({r["kind"] for r in report})}
+        table(f"golden set {name}, report half by kind", kinds, {"logistic (shipped)": gates["logistic (shipped)"]}, "answer_contains")
     return 0
 
 
