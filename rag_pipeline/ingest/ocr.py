@@ -36,10 +36,10 @@ _MAX_UPSCALE = 4
 # A page read upright with a mean word confidence below this is also read turned. Upright
 # clean pages score 77-96 here, the same pages upside down 19-53.
 ROTATION_RETRY_BELOW = 75.0
-# A turned reading replaces the upright one only if it is this much more confident and
-# finds a fair share of its words (a few confident specks are not a page).
-_ROTATION_MIN_GAIN = 8.0
-_ROTATION_MIN_WORD_SHARE = 0.3
+# A turned reading replaces the upright one only if it is this much more confident, finds
+# this many words, and reads at least as much confident text (see _reads_better).
+_ROTATION_MIN_GAIN = 15.0
+_ROTATION_MIN_WORDS = 10
 _TURNS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
 
 
@@ -153,15 +153,28 @@ def ocr_image(
             candidate = read_page(img.transpose(_TURNS[turn]), lang, timeout)
             candidate.rotation = turn
             tried.append((turn, round(candidate.confidence, 1)))
-            if (
-                candidate.confidence >= best.confidence + _ROTATION_MIN_GAIN
-                and candidate.word_count >= _ROTATION_MIN_WORD_SHARE * best.word_count
-            ):
+            if _reads_better(candidate, best):
                 best = candidate
             if best.confidence >= ROTATION_RETRY_BELOW:
                 break
     best.tried = tuple(tried)
     return best
+
+
+def _reads_better(candidate: OcrPage, current: OcrPage) -> bool:
+    """Is a turned reading the page right side up, rather than a few confident specks?
+
+    It must be clearly more confident per word, find a page's worth of words, and read at
+    least as much confident text (sum of word confidences). Upside-down and sideways pages
+    read right gained 35-57 points with 70-550 words here; false turns were small: a street
+    photo turned sideways gave 6 "words" at 62 (upright: 4 at 42), a degraded upright scan
+    (DIBCO) 63 against 53 with the same text, so neither is taken.
+    """
+    return (
+        candidate.confidence >= current.confidence + _ROTATION_MIN_GAIN
+        and candidate.word_count >= _ROTATION_MIN_WORDS
+        and candidate.confidence_sum >= current.confidence_sum
+    )
 
 
 def detect_rotation(img: Image.Image, timeout: float = OCR_TIMEOUT_S) -> int | None:
