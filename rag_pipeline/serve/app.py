@@ -30,6 +30,11 @@ from rag_pipeline.serve.schemas import AskRequest, ChatRequest, FeedbackRequest,
 from rag_pipeline.serve.sse import answer_events, sse
 from rag_pipeline.store.lake import IndexNotFoundError, IndexUnreadableError
 
+try:  # /docs with Swagger UI and ReDoc served from the package, not from a CDN (machines here are offline)
+    from fastapi_offline import FastAPIOffline as _FastAPI
+except ImportError:  # pragma: no cover - the dependency is declared; plain FastAPI still serves the API
+    _FastAPI = FastAPI
+
 PUBLIC_FIELDS = ("chunk_id", "doc_id", "source", "title", "page", "heading_path", "text", "language", "score")
 DEFAULT_WORKERS = 4
 
@@ -119,7 +124,7 @@ def create_app(
         yield
         service.pool.shutdown(wait=False, cancel_futures=True)
 
-    app = FastAPI(
+    app = _FastAPI(
         title="rag_pipeline",
         version="1",
         summary="Cited answers and search over the published index, under the caller's permissions.",
