@@ -133,7 +133,7 @@ def cmd_index(args) -> int:
         except BaseException as exc:  # a second signal, or one that landed outside a step
             if not isinstance(exc, KeyboardInterrupt) and type(exc).__name__ != "DagsterExecutionInterruptedError":
                 raise
-            interrupts.note(signal_number("SIGINT"))
+            interrupts.note(_signal_number("SIGINT"))
     if interrupts.signum is not None:
         interrupts.record_canceled()
         print(_interrupted_line(served_before, _served_generation(lake)), file=sys.stderr)
@@ -141,7 +141,7 @@ def cmd_index(args) -> int:
     return _report_index_run(args, result, check_names, raw, lake)
 
 
-def signal_number(name: str) -> int:
+def _signal_number(name: str) -> int:
     import signal
 
     return int(getattr(signal, name))
@@ -824,8 +824,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     from rag_pipeline.eval.cli import register as register_eval
+    from rag_pipeline.serve.cli import register as register_serve
 
     register_eval(sub)
+    register_serve(sub)
     return parser
 
 

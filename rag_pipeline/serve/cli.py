@@ -1,10 +1,5 @@
-"""`rag serve` / `python -m rag_pipeline.serve`: arguments and the command.
-
-The `rag` CLI wires it with two lines, as it does eval:
-
-    from rag_pipeline.serve.cli import register as register_serve
-    register_serve(sub)
-"""
+"""`rag serve` / `python -m rag_pipeline.serve`: arguments and the command (`rag` wires it
+with `register(sub)`, as it does eval)."""
 
 from __future__ import annotations
 
