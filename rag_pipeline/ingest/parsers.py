@@ -13,6 +13,7 @@ import olefile
 
 from rag_pipeline.ingest.delimited import parse_csv
 from rag_pipeline.ingest.document import ParsedDocument, TransientFailure, UnreadableDocument
+from rag_pipeline.ingest.email_message import parse_email
 from rag_pipeline.ingest.image import parse_image
 from rag_pipeline.ingest.markdown_text import parse_markdown
 from rag_pipeline.ingest.ocr import OcrEngineError
@@ -37,6 +38,7 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".md": parse_markdown,
     ".markdown": parse_markdown,
     ".txt": parse_txt,
+    ".eml": parse_email,
 }
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(_IMAGE_EXTENSIONS) | {".pdf"}
 

@@ -1,0 +1,198 @@
+"""E-mail (.eml) parsing through unstructured: real messages written with the stdlib
+``email`` package, parsed offline (a network call fails the test)."""
+
+from __future__ import annotations
+
+import base64
+import socket
+from email.message import EmailMessage
+from email.mime.nonmultipart import MIMENonMultipart
+from pathlib import Path
+
+import pytest
+
+from rag_pipeline.ingest.document import UnreadableDocument
+from rag_pipeline.ingest.email_message import SPACY_MODEL, parse_email
+from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """unstructured must neither download a spaCy model nor ping its analytics."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def _write(path: Path, msg) -> Path:
+    path.write_bytes(msg.as_bytes())
+    return path
+
+
+def _gb2312_word(text: str) -> str:
+    """An encoded word the way Chinese mail clients write one: labelled gb2312, GBK bytes."""
+    return "=?gb2312?B?" + base64.b64encode(text.encode("gbk")).decode("ascii") + "?="
+
+
+def test_plain_english_message(tmp_path):
+    msg = EmailMessage()
+    msg["From"] = "Alice Smith <alice@example.com>"
+    msg["To"] = "Bob Jones <bob@example.com>"
+    msg["Cc"] = "night-shift@example.com"
+    msg["Date"] = "Tue, 01 Oct 2024 10:00:00 +0000"
+    msg["Subject"] = "Welding robot maintenance moved"
+    msg.set_content(
+        "Hi Bob,\n\nThe maintenance window for the welding robots moves to\n"
+        "Friday 14:00. Please tell the night shift.\n\n- check the grippers\n- replace the filters\n\nThanks,\nAlice\n"
+    )
+    doc = parse_file(_write(tmp_path / "plain.eml", msg))
+
+    assert (doc.format, doc.parser, doc.language) == ("eml", "unstructured", "en")
+    assert doc.title == "Welding robot maintenance moved"
+    assert doc.blocks[0].kind == "heading" and doc.blocks[0].text == doc.title
+    assert doc.blocks[1].text == (
+        "From: Alice Smith <alice@example.com>\nTo: Bob Jones <bob@example.com>\n"
+        "Cc: night-shift@example.com\nDate: 2024-10-01T10:00:00+00:00"
+    )
+    assert "moves to Friday 14:00. Please tell the night shift." in doc.text  # hard wrap joined
+    assert [b.text for b in doc.blocks if b.kind == "list_item"] == ["check the grippers", "replace the filters"]
+    assert all(b.heading_path == (doc.title,) for b in doc.blocks)
+    assert doc.warnings == []
+
+
+def test_alternative_prefers_plain_text_and_names_attachments(tmp_path):
+    msg = EmailMessage()
+    msg["From"] = "alice@example.com"
+    msg["To"] = "bob@example.com, carol@example.com"
+    msg["Subject"] = "Q3 report"
+    msg.set_content("The plain version: the Q3 report is attached.\n")
+    msg.add_alternative("<html><body><p>The <b>HTML</b> version of the Q3 mail.</p></body></html>", subtype="html")
+    msg.add_attachment(b"%PDF-1.4 secret pdf body", maintype="application", subtype="pdf", filename="q3-report.pdf")
+    msg.add_attachment("客户名单".encode(), maintype="application", subtype="octet-stream", filename="客户名单.xlsx")
+    doc = parse_email(_write(tmp_path / "alt.eml", msg))
+
+    assert "The plain version: the Q3 report is attached." in doc.text
+    assert "HTML version" not in doc.text and "<b>" not in doc.text
+    assert "secret pdf body" not in doc.text  # attachments are named, not parsed
+    last = doc.blocks[-1].text
+    assert last.startswith("Attachments (not indexed): ")
+    assert "q3-report.pdf (application/pdf, 24 bytes)" in last and "客户名单.xlsx" in last
+    assert any("2 attachment(s) not indexed" in w and "q3-report.pdf" in w for w in doc.warnings)
+    assert "To: bob@example.com, carol@example.com" in doc.blocks[1].text
+
+
+def test_html_only_body_becomes_text_with_headings_and_tables(tmp_path):
+    msg = EmailMessage()
+    msg["From"] = "ops@example.com"
+    msg["Subject"] = "Weekly status"
+    msg.set_content(
+        "<html><head><style>p {color: red}</style></head><body><h1>Status</h1>"
+        "<p>All lines running.</p><table><tr><th>Item</th><th>Qty</th></tr><tr><td>Bolts</td><td>40</td></tr>"
+        "</table><ul><li>first point</li></ul></body></html>",
+        subtype="html",
+    )
+    doc = parse_email(_write(tmp_path / "html.eml", msg))
+
+    assert "<" not in doc.text and "color" not in doc.text
+    assert ("heading", ("Weekly status", "Status")) in {(b.kind, b.heading_path) for b in doc.blocks}
+    assert "All lines running." in doc.text
+    assert ("table_row", "Item: Bolts; Qty: 40") in {(b.kind, b.text) for b in doc.blocks}
+    assert ("list_item", "first point") in {(b.kind, b.text) for b in doc.blocks}
+
+
+def test_gbk_chinese_message_with_gb2312_encoded_words(tmp_path):
+    """Clients label GBK text "gb2312"; 镕 exists only in GBK, so a strict gb2312 decode
+    would lose it (in the subject, the sender's name and the body)."""
+    subject = "关于朱镕基讲话的安全生产会议通知"
+    body = "各位同事：\n\n本周五下午两点在三号会议室召开安全生产会议，\n请准时参加。\n\n朱镕基同志的讲话也会讨论。\n\n行政部\n"
+    msg = MIMENonMultipart("text", "plain", charset="gb2312")
+    msg["Subject"] = _gb2312_word(subject)
+    msg["From"] = f"{_gb2312_word('行政部')} <admin@example.cn>"
+    msg["To"] = "all@example.cn"
+    msg["Date"] = "Wed, 02 Oct 2024 09:00:00 +0800"
+    msg["Content-Transfer-Encoding"] = "base64"
+    msg.set_payload(base64.encodebytes(body.encode("gbk")).decode("ascii"))
+    path = _write(tmp_path / "gbk.eml", msg)
+    assert b"=?gb2312?B?" in path.read_bytes()
+
+    doc = parse_file(path)
+    assert doc.title == subject
+    assert doc.language == "zh"
+    assert "\ufffd" not in doc.text
+    assert "From: 行政部 <admin@example.cn>" in doc.text
+    assert "Date: 2024-10-02T09:00:00+08:00" in doc.text
+    assert "本周五下午两点在三号会议室召开安全生产会议，请准时参加。" in doc.text  # no space at the wrap
+    assert "朱镕基同志的讲话也会讨论。" in doc.text
+    assert any("gb2312" in w and "gb18030" in w for w in doc.warnings)
+
+
+def test_utf8_chinese_html_message(tmp_path):
+    msg = EmailMessage()
+    msg["From"] = "张伟 <zhang.wei@example.cn>"
+    msg["Subject"] = "季度销售总结"
+    msg.set_content("<p>第三季度销售额同比增长百分之十二。</p><p>华东区表现最好。</p>", subtype="html", charset="utf-8")
+    doc = parse_email(_write(tmp_path / "utf8.eml", msg))
+    assert doc.title == "季度销售总结"
+    assert doc.language == "zh"
+    assert "From: 张伟 <zhang.wei@example.cn>" in doc.text
+    assert "第三季度销售额同比增长百分之十二。" in doc.text and "华东区表现最好。" in doc.text
+
+
+def test_empty_and_garbled_messages_are_quarantined(tmp_path):
+    empty = tmp_path / "empty.eml"
+    empty.write_bytes(b"")
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_file(empty)
+    assert exc.value.reason == "no_text"
+
+    blank = tmp_path / "blank.eml"
+    blank.write_bytes(b"\r\n\r\n  \r\n")
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_email(blank)
+    assert exc.value.reason == "no_text"
+
+    headers_only = EmailMessage()
+    headers_only["From"] = "a@example.com"
+    headers_only["Subject"] = "nothing here"
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_file(_write(tmp_path / "headers_only.eml", headers_only))
+    assert exc.value.reason == "no_text" and "no body text" in exc.value.detail
+
+    binary = tmp_path / "binary.eml"
+    binary.write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_file(binary)
+    assert exc.value.reason == "corrupt"
+
+    not_mail = tmp_path / "notes.eml"
+    not_mail.write_text("Just some notes saved with the wrong extension.\nSecond line.\n", encoding="utf-8")
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_file(not_mail)
+    assert exc.value.reason == "corrupt" and "not an e-mail" in exc.value.detail
+
+
+def test_attachment_only_message_is_kept_with_a_warning(tmp_path):
+    msg = EmailMessage()
+    msg["From"] = "scanner@example.com"
+    msg["Subject"] = "Scan 0042"
+    msg.add_attachment(b"\x89PNG\r\n\x1a\n fake", maintype="image", subtype="png", filename="scan-0042.png")
+    doc = parse_email(_write(tmp_path / "scan.eml", msg))
+    assert "scan-0042.png (image/png" in doc.text
+    assert any("no body text" in w for w in doc.warnings)
+
+
+def test_registered_and_pointed_at_the_bundled_spacy_model(tmp_path):
+    from unstructured.nlp import tokenize
+
+    assert ".eml" in SUPPORTED_EXTENSIONS
+    msg = EmailMessage()
+    msg["From"] = "a@example.com"
+    msg["Subject"] = "Model check"
+    msg.set_content("This sentence is long enough that unstructured tags its parts of speech.\n")
+    parse_email(_write(tmp_path / "m.eml", msg))
+    assert tokenize._SPACY_MODEL_NAME == SPACY_MODEL
+    with pytest.raises(RuntimeError, match="downloading one is disabled"):
+        tokenize._install_spacy_model()
