@@ -71,7 +71,7 @@ def test_fold_table_header_title_rows_and_ragged_rows():
 
 
 def test_supported_extensions():
-    assert {".pdf", ".docx", ".pptx", ".xlsx", ".csv", ".html", ".htm", ".md", ".markdown", ".txt",
+    assert {".pdf", ".docx", ".pptx", ".xlsx", ".csv", ".html", ".htm", ".md", ".markdown", ".txt", ".eml",
             ".png", ".jpg", ".jpeg", ".tif", ".tiff"} == SUPPORTED_EXTENSIONS
 
 
