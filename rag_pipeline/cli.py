@@ -127,7 +127,11 @@ def cmd_index(args) -> int:
         return EXIT_LAKE_BUSY
     served_before = _served_generation(lake)
     run_id = str(uuid.uuid4())
-    with _RunInterrupts(run_id) as interrupts:
+    from rag_pipeline import progress  # decided before _RunInterrupts turns fd 2 into a pipe
+
+    shown = progress.choose_mode(quiet=args.quiet, requested=args.progress)
+    width = progress.terminal_width()
+    with _RunInterrupts(run_id) as interrupts, progress.terminal(shown, ncols=width):
         try:
             result, check_names = _execute_index_job(args, raw, lake, run_id, interrupts)
         except BaseException as exc:  # a second signal, or one that landed outside a step
@@ -762,6 +766,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="run index_job through Dagster on a folder of documents")
     p.add_argument("--raw", default=str(default_raw_dir()), help="documents folder (env RAG_RAW_DIR, default data/raw)")
     p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step-by-step log")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (bars on a terminal by default)")
+    p.add_argument(
+        "--progress", action="store_true", help="progress lines on stderr even when it is not a terminal (env RAG_PROGRESS=1)"
+    )
     p.add_argument(
         "--allow-mass-deletion", action="store_true",
         help="proceed even if the scan sees less than half the files the served index knows",

@@ -54,6 +54,11 @@ def default_golden_file() -> Path | None:
     return None if value.strip().lower() in ("", "none", "off") else Path(value).expanduser()
 
 
+def progress_requested() -> bool:
+    """RAG_PROGRESS=1: plain progress lines on stderr even when it is not a terminal (progress.py)."""
+    return os.environ.get("RAG_PROGRESS", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 @dataclass(frozen=True)
 class ChunkingSettings:
     """Chunk sizes in the embedding model's tokens (RAG_CHUNK_MAX_TOKENS, RAG_CHUNK_OVERLAP_TOKENS).

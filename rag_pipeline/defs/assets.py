@@ -5,7 +5,6 @@ raw_documents → parsed_documents (+ quarantine) → chunks → chunk_fingerpri
 """
 
 
-import sys
 import time
 from collections import Counter
 
@@ -21,6 +20,7 @@ from rag_pipeline.ingest.scan import scan_raw_folder
 from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key
 from rag_pipeline.ingest.pool import is_transient, parse_many
 from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
+from rag_pipeline.progress import Progress
 from rag_pipeline.store import rows, staging
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import AnnPolicy
@@ -87,14 +87,18 @@ def parse_documents(
     started = time.perf_counter()
     # One parse per distinct content: identical files share a cache key.
     to_parse = {keys[r.doc_id]: r.path for r in raw_documents if not r.metadata_error and keys[r.doc_id] not in cached}
-    outcomes = parse_many(
-        to_parse,
-        ocr_lang=settings.ocr_lang,
-        max_bytes=settings.max_file_bytes,
-        workers=settings.parse_workers,
-        timeout_s=settings.parse_timeout_s,
-        memory_mb=settings.parse_memory_mb,
-    )
+    reused = sum(1 for raw in raw_documents if keys[raw.doc_id] in cached)
+    note = f"{reused} from the parse cache" if reused else ""
+    with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress:
+        outcomes = parse_many(
+            to_parse,
+            ocr_lang=settings.ocr_lang,
+            max_bytes=settings.max_file_bytes,
+            workers=settings.parse_workers,
+            timeout_s=settings.parse_timeout_s,
+            memory_mb=settings.parse_memory_mb,
+            on_result=lambda _key: progress.advance(),
+        )
     fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
     for raw in raw_documents:
         key = keys[raw.doc_id]
@@ -123,7 +127,7 @@ def parse_documents(
             "ocr_confidence_min": float(min(ocr)) if ocr else None,
             "ocr_confidence_mean": float(np.mean(ocr)) if ocr else None,
             "parsed_now": len(outcomes),
-            "reused_from_parse_cache": sum(1 for raw in raw_documents if keys[raw.doc_id] in cached),
+            "reused_from_parse_cache": reused,
             "parse_seconds": round(time.perf_counter() - started, 2),
             "parse_workers": min(settings.parse_workers, len(to_parse)) if to_parse else 0,
             "released_from_quarantine": sorted(r.source for r in raw_documents if r.doc_id in parsed and was_released(parsed[r.doc_id])),
@@ -152,9 +156,11 @@ def chunks(context: dg.AssetExecutionContext, rag: RagSettingsResource, parsed_d
     settings = rag.settings()
     budget = TokenBudget.for_encoder(rag.encoder())
     parsed_documents = staging.parsed_from_table(parsed_documents)
-    result = [
-        c for doc_id, doc in parsed_documents.items() for c in chunk_document(doc_id, doc, settings.chunking, budget)
-    ]
+    result = []
+    with Progress("chunk", len(parsed_documents), "documents", log=context.log.info) as progress:
+        for doc_id, doc in parsed_documents.items():
+            result.extend(chunk_document(doc_id, doc, settings.chunking, budget))
+            progress.advance()
     tokens = [budget.count(c.embed_text) for c in result] or [0]
     context.add_output_metadata(
         {
@@ -193,10 +199,12 @@ def _served_table(context, lake: Lake, name: str, served: dict | None, columns: 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
 def chunk_fingerprints(context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: pa.Table) -> pa.Table:
     """chunk_id → sha256 of normalized text, diffed against the published index (new/same/gone)."""
-    fingerprints = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("fingerprint").to_pylist()))
-    lake = Lake(rag.settings().lake_dir)
-    served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint"])
-    previous = served.column("fingerprint").to_pylist() if served is not None else []
+    with Progress("fingerprint", chunks.num_rows, "chunks", log=context.log.info) as progress:
+        fingerprints = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("fingerprint").to_pylist()))
+        lake = Lake(rag.settings().lake_dir)
+        served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint"])
+        previous = served.column("fingerprint").to_pylist() if served is not None else []
+        progress.advance(chunks.num_rows)
     context.add_output_metadata({"fingerprints": len(set(fingerprints.values())), **rows.fingerprint_diff(fingerprints.values(), previous)})
     return chunks.select(["chunk_id", "fingerprint"])
 
@@ -218,7 +226,9 @@ def embeddings(
     missing = [fp for fp in text_by_fp if fp not in vectors]
     started = time.perf_counter()
     texts = [text_by_fp[fp] for fp in missing]
-    fresh = dict(zip(missing, encoder.encode_passages(texts, show_progress=sys.stderr.isatty())))
+    note = f"{len(vectors)} from the embedding cache" if vectors else ""
+    with Progress("embed", len(texts), "chunks", log=context.log.info, note=note) as progress:
+        fresh = dict(zip(missing, encoder.encode_passages(texts, on_batch=progress.advance)))
     seconds = time.perf_counter() - started
     lake.add_to_cache(key, fresh)
     vectors.update(fresh)
@@ -271,20 +281,22 @@ def lancedb_index(
     quarantine_table = rows.quarantine_table(staging.quarantine_from_table(quarantine), now)
     changes = rows.document_changes(previous_docs, documents)
     signature = rows.content_signature(documents, chunk_table, quarantine_table, identity.key)
-    if served and served.get("content_signature") == signature and lake.is_readable(served):
-        context.log.info(f"nothing changed since generation {served['generation']}: no new generation staged")
-        manifest = {**served, "unchanged": True}
-    else:
-        manifest = lake.stage(
-            documents,
-            chunk_table,
-            quarantine_table,
-            model=identity.as_dict(),
-            run_id=context.run_id,
-            stats={"scanned_files": len(raws), **changes},
-            ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
-            content_signature=signature,
-        )
+    with Progress("write", len(chunk_records), "chunks", log=context.log.info) as progress:
+        if served and served.get("content_signature") == signature and lake.is_readable(served):
+            context.log.info(f"nothing changed since generation {served['generation']}: no new generation staged")
+            manifest = {**served, "unchanged": True}
+        else:
+            manifest = lake.stage(
+                documents,
+                chunk_table,
+                quarantine_table,
+                model=identity.as_dict(),
+                run_id=context.run_id,
+                stats={"scanned_files": len(raws), **changes},
+                ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
+                content_signature=signature,
+            )
+        progress.advance(len(chunk_records))  # the whole generation is written at once (documents, chunks, indexes)
     context.add_output_metadata(
         {
             "lake_dir": str(settings.lake_dir),

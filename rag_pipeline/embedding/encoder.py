@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -62,11 +63,22 @@ class Encoder:
         self.batch_size = batch_size
         self.backend = backend  # an OnnxPassageEncoder encodes instead when set (int8-onnx)
 
-    def encode_passages(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+    def encode_passages(
+        self, texts: list[str], show_progress: bool = False, on_batch: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        """Vectors in the order of ``texts``; ``on_batch(n)`` is called after each batch of n (progress)."""
         if not texts:
             return np.zeros((0, self.identity.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # less padding per batch
-        vectors = self._encode([self.identity.passage_prompt + texts[i] for i in order], show_progress)
+        prompted = [self.identity.passage_prompt + texts[i] for i in order]
+        if on_batch is None:
+            vectors = self._encode(prompted, show_progress)
+        else:  # one batch per call: the same batches encode() would form from the sorted texts
+            parts = []
+            for start in range(0, len(prompted), self.batch_size):
+                parts.append(self._encode(prompted[start:start + self.batch_size], False))
+                on_batch(len(parts[-1]))
+            vectors = np.concatenate(parts)
         out = np.empty_like(vectors)
         out[order] = vectors
         return out

@@ -33,6 +33,7 @@ import resource
 import signal
 from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import as_completed
 from pathlib import Path
 
 from pebble import ProcessExpired, ProcessPool
@@ -173,6 +174,7 @@ def parse_many(
     ocr_threads: int | None = None,
     memory_mb: int | None = None,
     expected_sha256: Mapping[str, str] | None = None,
+    on_result: Callable[[str], None] | None = None,
 ) -> dict[str, Outcome]:
     """Parse every ``key -> path`` in worker processes; return ``key -> outcome``.
 
@@ -185,7 +187,8 @@ def parse_many(
     i.e. a module-level function or a partial of one). ``expected_sha256`` (``key -> the
     sha256 the scan saw``) makes a worker check the content before parsing: a file that
     changed since gives a transient outcome instead of one cached under the old content's
-    key. Raises :class:`OcrEngineError` if any file hits it, after stopping the pool.
+    key. ``on_result(key)`` is called as each outcome comes back (progress). Raises
+    :class:`OcrEngineError` if any file hits it, after stopping the pool.
     """
     if not paths:
         return {}
@@ -202,9 +205,10 @@ def parse_many(
     )
     try:
         expected = expected_sha256 or {}
-        futures = {key: pool.schedule(_parse_in_worker, args=(Path(path), parse, expected.get(key)), timeout=timeout_s)
+        futures = {pool.schedule(_parse_in_worker, args=(Path(path), parse, expected.get(key)), timeout=timeout_s): key
                    for key, path in paths.items()}
-        for key, future in futures.items():
+        for future in as_completed(futures):  # in the order they finish: progress moves with the work
+            key = futures[future]
             try:
                 outcomes[key] = _from_wire(future.result())
             except FutureTimeout:
@@ -212,10 +216,12 @@ def parse_many(
             except ProcessExpired as exc:
                 outcomes[key] = _expired_outcome(exc)
             failpoint("parse")
+            if on_result is not None:
+                on_result(key)
     except BaseException:
         pool.stop()  # SIGTERMs busy workers: their process groups die with them
         pool.join()
         raise
     pool.close()
     pool.join()
-    return outcomes
+    return {key: outcomes[key] for key in paths}
