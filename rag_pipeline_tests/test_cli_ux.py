@@ -29,10 +29,23 @@ def _err(proc: subprocess.CompletedProcess) -> str:
 
 
 @pytest.fixture(scope="module")
-def served(indexed_sample) -> dict:
-    """The sample corpus indexed by `rag index` (conftest), which must have succeeded."""
-    assert indexed_sample["exit_code"] == 0, "rag index of the sample corpus failed"
-    return {"lake": str(indexed_sample["lake"]), "env": {"DAGSTER_HOME": str(indexed_sample["dagster_home"])}}
+def served(tmp_path_factory) -> dict:
+    """A small lake built by a real `rag index` process (its own Dagster home; no golden gate)."""
+    root = tmp_path_factory.mktemp("served")
+    raw = root / "raw"
+    raw.mkdir()
+    (raw / "leave.md").write_text(
+        "# Annual leave\n\nFull-time employees receive 25 days of annual leave per calendar year.\n", encoding="utf-8"
+    )
+    (raw / "errors.md").write_text(
+        "# Error codes\n\nE-45 means the arm's payload sensor is disconnected; reseat the cable.\n", encoding="utf-8"
+    )
+    (raw / "blank.txt").write_text("  \n", encoding="utf-8")  # quarantined: `rag quarantine list` has a row
+    (root / "home").mkdir()
+    env = {"DAGSTER_HOME": str(root / "home"), "RAG_GOLDEN_FILE": "none"}
+    proc = rag("index", "--raw", str(raw), "--lake", str(root / "lake"), env=env, timeout=900)
+    assert proc.returncode == 0, _err(proc)[-3000:]
+    return {"lake": str(root / "lake"), "raw": str(raw), "env": env}
 
 
 # ---------------------------------------------------------------- item 3: input validation
@@ -82,7 +95,7 @@ def test_bad_input_is_one_line_exit_2_and_runs_nothing(served, argv, message):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["ask", "How many days of annual leave?", "-k", "5"],
+        ["ask", "How many days of annual leave do employees get?", "-k", "5"],
         ["search", "E-45", "-k", "50", "--group", "all-staff", "--department", "it", "--user", ""],
         ["search", "E-45", "-k", "500", "--mode", "keyword"],
         ["generations", "list"],

@@ -317,7 +317,10 @@ class RagIndex:
         reason = refusal_reason(evidence, self.policy)
         if reason:
             return Answer(question, "", True, reason, [], evidence)
-        picked = select_sentences(question, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec)
+        picked = select_sentences(
+            question, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
+            cross_lingual=bool(evidence.get("cross_lingual")),
+        )
         text, citations = compose(picked, top)
         answer = Answer(question, text, False, "answered from the cited passages", citations, {**evidence, "generator": "extractive"})
         if self.llm is not None:

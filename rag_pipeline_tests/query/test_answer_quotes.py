@@ -49,6 +49,21 @@ def test_lexical_selection_needs_no_encoder_and_dense_decides_only_without_share
     assert calls and picked == [(0, "Payload of the X-2000 arm is 20 kg.")]
 
 
+def test_across_languages_the_embedding_picks_the_quote_not_a_shared_name():
+    """An English question over a Chinese page shares only names and numbers with it: the
+    sentence naming "Tesla" is not the answer to "when was Tesla born"; the dense score decides."""
+    hits = [hit("z-1", "z", "特斯拉（Tesla）曾在爱迪生的公司工作。他于1856年7月10日出生在斯米良。")]
+    question = "When was Tesla born?"
+
+    def dense(units):
+        return [0.2 if "Tesla" in u else 0.8 for u in units]
+
+    by_terms = select_sentences(question, hits, weights(question), dense, max_sentences=1)
+    across = select_sentences(question, hits, weights(question), dense, max_sentences=1, cross_lingual=True)
+    assert "Tesla" in by_terms[0][1]  # what term overlap alone quotes
+    assert across == [(0, "他于1856年7月10日出生在斯米良。")]
+
+
 def test_context_keeps_at_most_n_chunks_per_document_and_rolls_up_near_duplicates():
     text = "Expense claims must be filed within 30 days of returning from a business trip."
     hits = [
