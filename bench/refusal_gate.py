@@ -3,7 +3,7 @@
     .venv/bin/python bench/answerability.py --limit 160      # benchmark evidence, ~30 min once
     .venv/bin/rag index --raw data/sample --lake /tmp/sample_lake          # and ../shared/corpus likewise
     .venv/bin/python bench/refusal_gate.py --golden data/golden/sample_golden.jsonl=/tmp/sample_lake \
-        --golden data/golden/corpus_golden.jsonl=/tmp/corpus_lake
+        --holdout data/golden/corpus_golden.jsonl=/tmp/corpus_lake
 
 Gates compared, each replayed on recorded evidence (no retrieval at scoring time):
 
@@ -14,9 +14,10 @@ Gates compared, each replayed on recorded evidence (no retrieval at scoring time
 * `logistic (refit)`: the logistic gate fitted here (shown only when it differs from the shipped
   default, which it must equal).
 
-Fitting uses the fit halves only: of the benchmark sets and of each golden set (its `split`
+Fitting uses the fit halves only: of the benchmark sets and of each `--golden` set (its `split`
 field, a seeded hash of the id). Everything is reported on both halves; only the report halves
-count. A golden file is given as FILE=LAKE (a lake indexed from that golden set's corpus); its
+count. A `--holdout` golden set (another corpus) is never fitted on and reported whole: the
+cross-corpus check of what the review will see on documents nobody here has read. A golden file is given as FILE=LAKE (a lake indexed from that golden set's corpus); its
 evidence is recorded with every answer composed (`ALWAYS_ANSWER`), so each gate's refusals and
 the answer's content are judged offline.
 """
@@ -123,11 +124,14 @@ def rates(rows: list[dict], gate, contains_key: str | None) -> dict:
     }
     if contains_key:
         out["answer_contains"] = sum(r[contains_key] and not refused[id(r)] for r in pos) / len(pos) if pos else None
+        # the review's "answered correctly": an answer that holds the fact, or a refusal where none fits
+        right = sum(bool(r[contains_key]) and not refused[id(r)] for r in pos) + sum(refused[id(r)] for r in neg)
+        out["right"] = right / len(rows) if rows else None
     return out
 
 
 def table(title: str, groups: dict[str, list[dict]], gates: dict, contains_key: str | None) -> None:
-    metrics = ["false_refusal", "false_answer"] + (["answer_contains"] if contains_key else [])
+    metrics = ["false_refusal", "false_answer"] + (["answer_contains", "right"] if contains_key else [])
     print(f"\n### {title}\n")
     print("| set | n (ans+unans) | gate | " + " | ".join(metrics) + " |")
     print("|---|---|---|" + "---|" * len(metrics))
@@ -141,12 +145,14 @@ def table(title: str, groups: dict[str, list[dict]], gates: dict, contains_key: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--golden", action="append", default=[], help="GOLDEN_FILE=LAKE (repeatable): fit half fitted, report half reported")
+    parser.add_argument("--holdout", action="append", default=[], help="GOLDEN_FILE=LAKE (repeatable): never fitted on, reported whole")
     args = parser.parse_args()
     bench = load_benchmark()
-    golden = {}
-    for spec in args.golden:
-        file, lake = spec.split("=", 1)
-        golden[Path(file).stem] = collect_golden(Path(file), Path(lake))
+    golden, holdout = {}, {}
+    for specs, into in ((args.golden, golden), (args.holdout, holdout)):
+        for spec in specs:
+            file, lake = spec.split("=", 1)
+            into[Path(file).stem] = collect_golden(Path(file), Path(lake))
     fit_rows = [r for r in bench if r["half"] == "fit"] + [r for rows in golden.values() for r in rows if r["half"] == "fit"]
     refit = fit(fit_rows)
     shipped = RefusalPolicy()
@@ -172,6 +178,11 @@ def main() -> int:
         table(f"golden set {name}", groups, gates, "answer_contains")
         kinds = {f"report · {kind}": [r for r in report if r["kind"] == kind] for kind in sorted({r["kind"] for r in report})}
         table(f"golden set {name}, report half by kind", kinds, {"logistic (shipped)": gates["logistic (shipped)"]}, "answer_contains")
+    for name, rows in holdout.items():  # another corpus, never fitted on: the cross-corpus check
+        groups = {"all (held out)": rows} | {f"{lang}": [r for r in rows if r["lang"] == lang] for lang in sorted({r["lang"] for r in rows})}
+        table(f"held-out golden set {name} (never fitted on)", groups, gates, "answer_contains")
+        kinds = {kind: [r for r in rows if r["kind"] == kind] for kind in sorted({r["kind"] for r in rows})}
+        table(f"held-out golden set {name}, by kind", kinds, {"logistic (shipped)": gates["logistic (shipped)"]}, "answer_contains")
     return 0
 
 
