@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import dagster as dg
 
-from rag_pipeline.defs import assets, checks, evaluation
-from rag_pipeline.defs.automation import index_job, nightly_reindex_schedule, raw_folder_sensor
+from rag_pipeline.defs import assets, checks, evaluation, querylog
+from rag_pipeline.defs.automation import (
+    daily_query_log_schedule,
+    index_job,
+    nightly_reindex_schedule,
+    query_log_job,
+    raw_folder_sensor,
+)
 from rag_pipeline.defs.generations import promote_generation_job, release_quarantined_file_job, rollback_generation_job
 from rag_pipeline.defs.io import LakeStagingIOManager
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
@@ -19,10 +25,10 @@ def build_definitions(rag: RagSettingsResource | None = None) -> dg.Definitions:
     """
     rag = rag or RagSettingsResource()
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([assets, evaluation]),
+        assets=dg.load_assets_from_modules([assets, evaluation, querylog]),
         asset_checks=dg.load_asset_checks_from_modules([checks, evaluation]),
-        jobs=[index_job, promote_generation_job, rollback_generation_job, release_quarantined_file_job],
-        schedules=[nightly_reindex_schedule],
+        jobs=[index_job, query_log_job, promote_generation_job, rollback_generation_job, release_quarantined_file_job],
+        schedules=[nightly_reindex_schedule, daily_query_log_schedule],
         sensors=[raw_folder_sensor],
         resources={
             "rag": rag,

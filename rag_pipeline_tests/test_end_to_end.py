@@ -25,6 +25,7 @@ EXPECTED_ASSETS = {
     "lancedb_index",
     "published_index",
     "lake_housekeeping",
+    "query_log_summary",
 }
 
 
@@ -35,6 +36,8 @@ def test_asset_graph_has_the_named_assets_job_schedule_and_sensor():
     assert keys == EXPECTED_ASSETS
     assert defs.resolve_job_def("index_job")
     assert defs.resolve_schedule_def("nightly_reindex_schedule").cron_schedule == "0 2 * * *"
+    assert defs.resolve_job_def("query_log_job")
+    assert defs.resolve_schedule_def("daily_query_log_schedule")
     assert defs.resolve_sensor_def("raw_folder_sensor")
 
 

@@ -1,4 +1,4 @@
-"""When the index job runs: nightly, and whenever the raw folder changes."""
+"""When the index job runs (nightly, and whenever the raw folder changes), and the daily query-log summary."""
 
 
 import hashlib
@@ -8,12 +8,15 @@ import dagster as dg
 
 from rag_pipeline.defs.resources import RagSettingsResource
 
+# The query-log summary reads what `rag serve` logged; it is no part of indexing (defs.querylog).
+QUERY_LOG_ASSETS = dg.AssetSelection.groups("serving")
+
 # In-process: one process per run loads the model once and holds the lake's writer lock from
 # the first step to the last (LakeWriterResource); the CLI, the UI, the schedule and the sensor
 # all run it this way, with stage outputs as Arrow files under the lake (defs.io).
 index_job = dg.define_asset_job(
     "index_job",
-    selection=dg.AssetSelection.all(),
+    selection=dg.AssetSelection.all() - QUERY_LOG_ASSETS,
     executor_def=dg.in_process_executor,
     description="Re-index the raw folder end to end and publish a new index generation.",
 )
@@ -24,6 +27,21 @@ nightly_reindex_schedule = dg.ScheduleDefinition(
     cron_schedule="0 2 * * *",
     execution_timezone="UTC",
     description="Nightly full re-index at 02:00 UTC (unchanged chunks reuse cached embeddings).",
+)
+
+query_log_job = dg.define_asset_job(
+    "query_log_job",
+    selection=QUERY_LOG_ASSETS,
+    executor_def=dg.in_process_executor,
+    description="Summarise the served query log (requests, refusal rate, latency, refused questions) in the UI.",
+)
+
+daily_query_log_schedule = dg.ScheduleDefinition(
+    name="daily_query_log_schedule",
+    job=query_log_job,
+    cron_schedule="30 6 * * *",
+    execution_timezone="UTC",
+    description="Daily query-log summary at 06:30 UTC (last 7 days by default; read-only, no writer lock).",
 )
 
 
