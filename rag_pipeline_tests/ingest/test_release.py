@@ -105,7 +105,7 @@ def _small_corpus(tmp_path: Path) -> Path:
 
 
 def _quarantine(lake: Path) -> dict[str, tuple[str, str]]:
-    rows = connect(lake).sql("SELECT source, reason, detail FROM quarantine").fetchall()
+    rows = connect(lake, admin=True).sql("SELECT source, reason, detail FROM quarantine").fetchall()
     return {source: (reason, detail) for source, reason, detail in rows}
 
 
@@ -129,7 +129,7 @@ def test_a_low_confidence_scan_released_by_the_operator_is_indexed_next_run(tmp_
     parsed = second["parsed_documents"]
     assert parsed["released_from_quarantine"] == [SCAN]
     assert parsed["parsed_now"] == 0  # re-triaged from the parse cache: no second OCR
-    con = connect(lake)
+    con = connect(lake, admin=True)
     (ocr_used, confidence, n_chunks), = con.sql(
         f"SELECT ocr_used, ocr_confidence, n_chunks FROM documents WHERE source = '{SCAN}'"
     ).fetchall()

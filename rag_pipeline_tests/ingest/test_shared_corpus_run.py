@@ -53,7 +53,7 @@ def test_every_corpus_file_is_indexed_or_quarantined_with_its_reason(shared_corp
 
     assert report["success"], report
     assert all(report["checks"].values()), report["checks"]
-    con = connect(lake)
+    con = connect(lake, admin=True)
     indexed = {s for (s,) in con.sql("SELECT source FROM documents").fetchall()}
     quarantined = {s: r for s, r in con.sql("SELECT source, reason FROM quarantine").fetchall()}
     assert not indexed & set(quarantined)
