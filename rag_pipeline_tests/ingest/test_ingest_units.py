@@ -9,7 +9,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from rag_pipeline.ingest.blocks import fold_table
-from rag_pipeline.ingest.document import UnreadableDocument
+from rag_pipeline.ingest.document import TransientFailure, UnreadableDocument
 from rag_pipeline.ingest.encoding import decode_bytes
 from rag_pipeline.ingest.language import detect_language, is_cjk, is_han
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
@@ -93,7 +93,9 @@ def test_dispatch_error_reasons(tmp_path):
     assert _reason(tmp_path / "fake.pdf") == "corrupt"
     (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20)
     assert _reason(tmp_path / "broken.png") == "corrupt"
-    assert _reason(tmp_path / "missing.txt") == "corrupt"
+    with pytest.raises(TransientFailure) as vanished:  # deleted after the scan: looked at again, never cached
+        parse_file(tmp_path / "missing.txt")
+    assert vanished.value.reason == "unavailable"
     empty_zip = tmp_path / "empty.xlsx"
     with zipfile.ZipFile(empty_zip, "w") as zf:
         zf.writestr("hello.txt", "hi")
