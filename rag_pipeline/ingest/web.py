@@ -49,6 +49,7 @@ _LINK_LIST_TAGS = {"ul", "ol", "div", "table", "p", "section", "span", "dl", "td
 _MIN_LINKS = 3
 _MAX_LINK_SHARE = 0.7
 _NEVER_DROP = {"html", "body", "main", "article"}
+_HAS_WORD = re.compile(r"[^\W_]")  # a letter or digit: separators ("|", "·", "»") are not text
 _BLOCK_TAGS = {
     "p", "div", "section", "article", "main", "body", "html", "blockquote", "ul", "ol", "dl",
     "dt", "dd", "table", "thead", "tbody", "tfoot", "tr", "td", "th", "caption", "figure",
@@ -91,12 +92,44 @@ def _is_boilerplate(tag: Tag, drop_by_class: bool) -> bool:
 
 
 def _is_link_list(tag: Tag) -> bool:
+    """Mostly link text: a menu, tag cloud or "related" list. Links that are cells of a record
+    table (see ``_is_record_table``: a table of contents) are content, not menu links: they
+    count as the container's other text."""
     links = tag.find_all("a", limit=200)
+    if not _mostly_links(tag, links):
+        return False
+    tables = ([tag] if tag.name == "table" else []) + tag.find_all("table")
+    records = {id(t) for t in tables if t.find("a") is not None and _is_record_table(t)}
+    if not records:
+        return True
+    return _mostly_links(tag, [a for a in links if id(a.find_parent("table")) not in records])
+
+
+def _mostly_links(tag: Tag, links: list[Tag]) -> bool:
     if len(links) < _MIN_LINKS:
         return False
     total = len(tag.get_text("", strip=True))
     linked = sum(len(a.get_text("", strip=True)) for a in links)
     return total > 0 and linked >= _MAX_LINK_SHARE * total
+
+
+def _is_record_row(tr: Tag) -> bool:
+    """Each link of the row stands beside a cell of its own text (a word or number outside any
+    link): "Item 7. | <a>Management's Discussion</a> | 12". A menu row is links and separators
+    only; a navbox row is one label beside many links."""
+    cells = tr.find_all(["td", "th"], recursive=False)
+    text_cells = sum(1 for c in cells if c.find("a") is None and _HAS_WORD.search(c.get_text()))
+    return text_cells > 0 and len(tr.find_all("a")) <= text_cells
+
+
+def _is_record_table(table: Tag) -> bool:
+    """A data table whose link rows are records (table of contents with item numbers and page
+    numbers, a list of filings with dates): kept as a table however much of its text is links."""
+    if not _is_data_table(table):
+        return False
+    linked_rows = [tr for tr in table.find_all("tr") if tr.find("a") is not None]
+    records = sum(1 for tr in linked_rows if _is_record_row(tr))
+    return records >= 2 and 2 * records >= len(linked_rows)
 
 
 def _is_data_table(table: Tag) -> bool:
@@ -241,7 +274,9 @@ def parse_html(path: Path) -> ParsedDocument:
     without a declaration are common). Dropped as boilerplate: script/style, nav,
     header and footer outside an article, aside, ARIA navigation roles, hidden elements,
     div chrome whose class or id says nav/menu/footer/sidebar/breadcrumb/share/ads, and
-    containers whose text is mostly link text (menus, "related articles" lists).
+    containers whose text is mostly link text (menus, "related articles" lists). A data table
+    whose link rows carry their own text beside each link (a table of contents: item number,
+    linked title, page number) is not a menu: it is kept as table rows.
     Title: first ``<h1>``, then ``<title>``, then the first heading, then the file name.
     """
     data = path.read_bytes()

@@ -133,6 +133,40 @@ def test_gbk_text_file(tmp_path):
     assert d.language == "zh" and any("gb18030" in w for w in d.warnings)
 
 
+_TOC_AND_MENUS = """<html><body>
+<table><tr><td><a href="/">Home</a></td><td>|</td><td><a href="/products">Products</a></td></tr>
+<tr><td><a href="/support">Support</a></td><td>|</td><td><a href="/contact">Contact us</a></td></tr></table>
+<h1>Annual Report</h1><p>TABLE OF CONTENTS</p>
+<div><table>
+<tr><th>Item</th><th>Section</th><th>Page</th></tr>
+<tr><td>PART I</td></tr>
+<tr><td>Item 1.</td><td><a href="#i1">Business</a></td><td>4</td></tr>
+<tr><td>Item 5.</td><td><a href="#i5">Market for Registrant's Common Equity and Related Stockholder Matters</a></td><td>10</td></tr>
+<tr><td>Item 7.</td><td><a href="#i7">Management's Discussion and Analysis of Financial Condition</a></td><td>12</td></tr>
+<tr><td>Item 7A.</td><td><a href="#i7a">Quantitative and Qualitative Disclosures about Market Risk</a></td><td>14</td></tr>
+</table></div>
+<p>We design and build industrial robots.</p>
+<ul><li><a href="/a">Careers</a></li><li><a href="/b">Investors</a></li><li><a href="/c">Press</a></li></ul>
+</body></html>"""
+
+
+@pytest.mark.parametrize("wrap", [("<div>", "</div>"), ("<table><tr><td>", "</td></tr></table>")], ids=["div", "layout-table"])
+def test_html_table_of_contents_is_kept_link_menus_are_dropped(tmp_path, wrap):
+    """A table whose link rows carry their own text (item number, page number) is content, even
+    though most (> 70 %) of its text is link text, also inside a wrapper that is then mostly links;
+    a menu of links (as a table or a list) is chrome."""
+    path = tmp_path / "report.html"
+    path.write_text(_TOC_AND_MENUS.replace("<div>", wrap[0]).replace("</div>", wrap[1]), encoding="utf-8")
+    d = parse_file(path)
+    rows = [b.text for b in d.blocks if b.kind == "table_row"]
+    assert "Item: Item 1.; Section: Business; Page: 4" in rows
+    assert "Item: Item 7.; Section: Management's Discussion and Analysis of Financial Condition; Page: 12" in rows
+    assert "Item: PART I" in rows
+    assert "We design and build industrial robots." in d.text
+    for menu in ("Home", "Products", "Contact us", "Careers", "Investors"):
+        assert menu not in d.text
+
+
 @pytest.mark.skipif(not shutil.which("tesseract"), reason="tesseract not installed")
 def test_rendered_english_image_ocr(tmp_path):
     img = Image.new("L", (1400, 300), "white")
