@@ -6,23 +6,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag_pipeline.ingest.scan import SECURITY_LEVELS
 from rag_pipeline.query.filters import Principal
 from rag_pipeline.store import schema as s
 from rag_pipeline_tests.oracle import may_read
+from rag_pipeline_tests.principals import principals
 
 pytestmark = pytest.mark.slow
 
 QUERIES = ["budget 2026", "annual leave", "E-45", "服务器备份", "报销", "R-500 滚刷", "password policy"]
-
-
-principals = st.builds(
-    Principal,
-    user=st.sampled_from(["", "finance@northwind-robotics.example", "hr@northwind-robotics.example", "nobody@x"]),
-    groups=st.lists(st.sampled_from(["all-staff", "finance", "it-ops", "hr", "guests"]), max_size=3).map(tuple),
-    clearance=st.sampled_from(SECURITY_LEVELS),
-    departments=st.lists(st.sampled_from(["HR", "IT", "Finance", "Product", "Legal"]), max_size=2).map(tuple),
-)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

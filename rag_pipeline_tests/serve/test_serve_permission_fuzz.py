@@ -10,25 +10,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rag_pipeline.ingest.scan import SECURITY_LEVELS
-from rag_pipeline.query.filters import Principal
 from rag_pipeline.serve.auth import add_token
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 from rag_pipeline_tests.oracle import may_read
+from rag_pipeline_tests.principals import principals
 
 pytestmark = pytest.mark.slow
 QUESTIONS = ["What is the 2026 budget guidance?", "budget 2026 travel freeze", "annual leave", "E-45", "服务器备份",
              "报销", "password policy", "Who approves the 2026 budget?"]
 ENDPOINTS = ("search", "search-keyword", "search-vector", "ask", "ask-stream", "ask-retrieve", "chat", "chat-stream")
-
-principals = st.builds(
-    Principal,
-    user=st.sampled_from(["", "finance@northwind-robotics.example", "hr@northwind-robotics.example", "nobody@x"]),
-    groups=st.lists(st.sampled_from(["all-staff", "finance", "it-ops", "hr", "guests"]), max_size=3).map(tuple),
-    clearance=st.sampled_from(SECURITY_LEVELS),
-    departments=st.lists(st.sampled_from(["HR", "IT", "Finance", "Product", "Legal"]), max_size=2).map(tuple),
-)
 
 
 @pytest.fixture(scope="module")
