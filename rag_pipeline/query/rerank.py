@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Literal, Protocol, Sequence, runtime_checkable
 
 from rag_pipeline.chunking import HEADING_SEPARATOR
-from rag_pipeline.config import default_model_cache_dir
+from rag_pipeline.config import apply_offline_environment, default_model_cache_dir, env_str, hub_offline
 from rag_pipeline.text import normalize
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # as in embedding.encoder: nothing downloads at run time
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+apply_offline_environment()  # as in embedding.encoder: nothing downloads at run time
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +56,8 @@ class RerankSettings:
     @classmethod
     def from_env(cls) -> "RerankSettings":
         """`RAG_RERANK_MODEL` (unset or empty: off) and `RAG_RERANK_TOP_N` (default 50)."""
-        model = os.environ.get("RAG_RERANK_MODEL", "").strip() or None
-        raw_top_n = os.environ.get("RAG_RERANK_TOP_N", "").strip()
+        model = env_str("RAG_RERANK_MODEL").strip() or None
+        raw_top_n = env_str("RAG_RERANK_TOP_N").strip()
         try:
             top_n = int(raw_top_n) if raw_top_n else cls.top_n
         except ValueError:
@@ -189,7 +188,7 @@ class CrossEncoderReranker:
                 resolve_model(self.name, default_model_cache_dir()),
                 self.max_length,
                 self.device,
-                _offline(),
+                hub_offline(),
                 self.allow_untrained_head,
             )
         except RerankerLoadError as exc:
@@ -240,10 +239,6 @@ def resolve_model(spec: str, cache_dir: Path) -> str:
     if path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or windows_path:
         raise RerankerLoadError(f"rerank model path {spec!r} does not exist (nor under {cache_dir})")
     return spec
-
-
-def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 @lru_cache(maxsize=2)
