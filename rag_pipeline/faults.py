@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import signal
 
+from rag_pipeline.config import env_str
+
 ENV = "RAG_FAILPOINTS"
 POINTS = {
     "parse": "parsing: one file parsed, the others still in the worker processes",
@@ -21,6 +23,6 @@ POINTS = {
 
 def failpoint(name: str) -> None:
     """Die here, as the OOM killer or a power cut would, when the test armed this point."""
-    armed = os.environ.get(ENV)
+    armed = env_str(ENV)
     if armed and name in armed.split(","):
         os.kill(os.getpid(), signal.SIGKILL)

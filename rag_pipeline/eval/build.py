@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from rag_pipeline.chunking import APPROXIMATE, Chunk, TokenBudget, chunk_document
-from rag_pipeline.config import PROJECT_ROOT, ChunkingSettings, Settings
+from rag_pipeline.config import ChunkingSettings, Settings, eval_cache_dir
 from rag_pipeline.embedding.encoder import Encoder
 from rag_pipeline.eval.beir import BeirDataset
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
@@ -39,7 +38,7 @@ EMBEDDINGS_LAKE = "embeddings"
 
 
 def default_cache_root() -> Path:
-    return Path(os.environ.get("RAG_EVAL_CACHE", str(PROJECT_ROOT / "data" / "eval_cache"))).expanduser()
+    return eval_cache_dir()
 
 
 def cache_key(corpus_sha256: str, chunking: ChunkingSettings, model_key: str) -> str:

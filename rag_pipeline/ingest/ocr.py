@@ -20,13 +20,13 @@ torch, if it is loaded here) is left alone. Parallelism belongs across pages and
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pytesseract
 from PIL import Image, ImageOps
 
+from rag_pipeline.config import child_process_env
 from rag_pipeline.ingest.textutil import has_words, join_lines, remove_cjk_spaces
 
 OCR_TIMEOUT_S = 180
@@ -56,12 +56,10 @@ class OcrTimeout(Exception):
 
 
 class _ChildEnvironment(Mapping[str, str]):
-    """``os.environ`` as tesseract children should see it: one OpenMP thread unless set."""
+    """This process's environment as tesseract children should see it: one OpenMP thread unless set."""
 
     def _view(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.setdefault("OMP_THREAD_LIMIT", "1")
-        return env
+        return child_process_env({"OMP_THREAD_LIMIT": "1"})
 
     def __getitem__(self, key: str) -> str:
         return self._view()[key]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from rag_pipeline.config import env_str
 from rag_pipeline.query.answer import Answer, Citation
 
 MAX_SOURCES = 5  # passages put in the prompt; more dilutes attention and costs tokens
@@ -50,11 +50,11 @@ class LLMSettings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LLMSettings | None:
         """None unless RAG_LLM_BASE_URL and RAG_LLM_MODEL are set: the LLM is opt-in."""
-        env = os.environ if environ is None else environ
-        base_url, model = env.get("RAG_LLM_BASE_URL", "").strip(), env.get("RAG_LLM_MODEL", "").strip()
+        base_url = env_str("RAG_LLM_BASE_URL", environ=environ).strip()
+        model = env_str("RAG_LLM_MODEL", environ=environ).strip()
         if not base_url or not model:
             return None
-        key = env.get("RAG_LLM_API_KEY") or env.get("OPENAI_API_KEY") or None
+        key = env_str("RAG_LLM_API_KEY", environ=environ) or env_str("OPENAI_API_KEY", environ=environ) or None
         return cls(base_url=base_url.rstrip("/"), model=model, api_key=key)
 
 

@@ -6,7 +6,6 @@ and appended to the query log (querylog.py)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 import uuid
@@ -19,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from rag_pipeline.config import Settings
+from rag_pipeline.config import Settings, serve_tokens_file
 from rag_pipeline.embedding.encoder import ModelLoadError, ModelMismatchError
 from rag_pipeline.serve import chat, recording
 from rag_pipeline.serve.auth import AuthError, Identity, TokenStore
@@ -112,7 +111,7 @@ def create_app(
     """The ASGI app over the lake's served generation; `tokens_file` maps bearer tokens to principals."""
     settings = settings or Settings()
     lake = Path(lake) if lake else settings.lake_dir
-    tokens_file = tokens_file or os.environ.get("RAG_SERVE_TOKENS")
+    tokens_file = tokens_file or serve_tokens_file()
     if not tokens_file:
         raise ValueError("a tokens file is required (--tokens FILE or RAG_SERVE_TOKENS); create one with python -m rag_pipeline.serve.tokens add")
     service = Service(lake, Path(tokens_file), settings, log_questions, workers)
