@@ -256,6 +256,15 @@ def test_help_imports_no_heavy_library():
     assert proc.returncode == 0 and not names & HEAVY, names & HEAVY
 
 
+def test_ask_encodes_the_question_without_torch_or_sentence_transformers(served):
+    """A cold `rag ask` encodes its question with the numpy query encoder (embedding/query_encoder.py):
+    importing sentence-transformers (scikit-learn, torch, transformers) was ~5 of its ~8 s."""
+    proc, names = _imported("ask", "How many days of annual leave do employees get?", "--lake", served["lake"], env=served["env"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip(), proc.stderr[-2000:]  # an answer or a refusal, as before
+    assert not names & {"torch", "sentence_transformers", "transformers", "sklearn"}, names
+
+
 def test_status_answers_from_the_manifest_without_lancedb_and_says_the_same(served, tmp_path):
     import shutil
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -51,13 +52,32 @@ class ModelMismatchError(RuntimeError):
 
 
 class Encoder:
-    """A loaded model plus its identity. Passages are encoded longest-first in batches."""
+    """A loaded model plus its identity. Passages are encoded longest-first in batches.
 
-    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None):
-        self.model = model  # the sentence-transformers model: tokenizer, limits, and fp32/bf16/int8 encoding
+    With ``query_encoder`` set (the built-in model at fp32), queries are encoded by it without
+    torch and the sentence-transformers model is loaded by ``load_model`` only when something
+    needs it (passages, token counts): a cold `rag ask` never imports torch (issue 19)."""
+
+    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None, *, load_model=None, query_encoder=None):
+        self._model = model  # the sentence-transformers model: tokenizer, limits, and fp32/bf16/int8 encoding
+        self._load_model = load_model
+        self._model_lock = threading.Lock()
         self.identity = identity
         self.batch_size = batch_size
         self.backend = backend  # an OnnxPassageEncoder encodes instead when set (int8-onnx)
+        self.query_encoder = query_encoder  # query_encoder.NumpyQueryEncoder, or None: the model encodes queries
+
+    @property
+    def model(self):
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    self._model = self._load_model()
+        return self._model
+
+    @model.setter
+    def model(self, value) -> None:
+        self._model = value
 
     def encode_passages(
         self, texts: list[str], show_progress: bool = False, on_batch: Callable[[int], None] | None = None
@@ -89,6 +109,8 @@ class Encoder:
         return int(self.model.max_seq_length) - 2 - self.count_tokens(self.identity.passage_prompt)
 
     def encode_query(self, text: str) -> np.ndarray:
+        if self.query_encoder is not None:
+            return self.query_encoder.encode(self.identity.query_prompt + text)
         return self._encode([self.identity.query_prompt + text], False)[0]
 
     def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
@@ -145,35 +167,70 @@ def apply_precision(model, precision: str):
 
 @lru_cache(maxsize=4)
 def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str = "fp32") -> Encoder:
-    """Load once per process; the model weights are the expensive part of a query."""
+    """Load once per process; the model weights are the expensive part of a query.
+
+    The built-in model at fp32 loads only its numpy query encoder here (no torch); its
+    sentence-transformers model follows on first use by passages. Anything else loads now."""
+    path, built = _resolve_or_fail(spec, cache_dir)
+    if built is not None and precision == "fp32":
+        identity = replace(_identity_of_built(built), precision=precision)
+        query_encoder = _query_encoder(spec, path)
+        if query_encoder is not None:
+            if query_encoder.dimension != identity.dimension:
+                raise ModelLoadError(f"the embedding model {spec!r} has {query_encoder.dimension} dimensions, its identity says {identity.dimension}")
+            return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision), query_encoder=query_encoder)
+    model = _sentence_transformer(spec, path, precision)
+    identity = _identity_of_built(built) if built is not None else _identity_of_any(spec, model)
+    identity = replace(identity, precision=precision)
+    backend = _onnx_backend(path, Path(cache_dir), identity, model, batch_size) if precision == "int8-onnx" else None
+    return Encoder(model, identity, batch_size, backend)
+
+
+def _load_error(spec: str, exc: BaseException) -> ModelLoadError:
+    return ModelLoadError(
+        f"cannot load the embedding model {spec!r} (RAG_EMBEDDING_MODEL): {str(exc).splitlines()[0].rstrip('.')}. "
+        f"Nothing downloads at run time: use {BUILTIN_MODEL!r} (built from an installed package), a local "
+        "sentence-transformers folder, or a hub id already in the local Hugging Face cache"
+    )
+
+
+def _resolve_or_fail(spec: str, cache_dir: str) -> tuple[str, dict | None]:
+    try:
+        return resolve_model_path(spec, Path(cache_dir))
+    except (OSError, ValueError) as exc:
+        raise _load_error(spec, exc) from exc
+
+
+def _query_encoder(spec: str, path: str):
+    from rag_pipeline.embedding.query_encoder import load_query_encoder
+
+    try:
+        return load_query_encoder(path)
+    except Exception as exc:  # a damaged tokenizer.json or weights file: the same error as the model's
+        raise _load_error(spec, exc) from exc
+
+
+def _sentence_transformer(spec: str, path: str, precision: str):
     import torch
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     try:
-        path, built = resolve_model_path(spec, Path(cache_dir))
         model = SentenceTransformer(path, device="cpu", local_files_only=hub_offline())
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(
-            f"cannot load the embedding model {spec!r} (RAG_EMBEDDING_MODEL): {str(exc).splitlines()[0].rstrip('.')}. "
-            f"Nothing downloads at run time: use {BUILTIN_MODEL!r} (built from an installed package), a local "
-            "sentence-transformers folder, or a hub id already in the local Hugging Face cache"
-        ) from exc
-    model = apply_precision(model, precision)
-    if built is not None:
-        identity = ModelIdentity(
-            name=built["name"],
-            weights_sha256=built["weights_sha256"],
-            dimension=int(built["dimension"]),
-            query_prompt=built["query_prompt"],
-            passage_prompt=built["passage_prompt"],
-            normalize=bool(built["normalize"]),
-        )
-    else:
-        identity = _identity_of_any(spec, model)
-    identity = replace(identity, precision=precision)
-    backend = _onnx_backend(path, Path(cache_dir), identity, model, batch_size) if precision == "int8-onnx" else None
-    return Encoder(model, identity, batch_size, backend)
+        raise _load_error(spec, exc) from exc
+    return apply_precision(model, precision)
+
+
+def _identity_of_built(built: dict) -> ModelIdentity:
+    return ModelIdentity(
+        name=built["name"],
+        weights_sha256=built["weights_sha256"],
+        dimension=int(built["dimension"]),
+        query_prompt=built["query_prompt"],
+        passage_prompt=built["passage_prompt"],
+        normalize=bool(built["normalize"]),
+    )
 
 
 def _onnx_backend(path: str, cache_dir: Path, identity: ModelIdentity, model, batch_size: int):
