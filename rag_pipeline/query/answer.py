@@ -44,8 +44,8 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (1.9351, 3.1818, 0.1183, 0.4026, 0.8027, 0.2934)
-    intercept: float = -3.2724
+    weights: tuple[float, ...] = (2.002, 3.1201, 0.1129, 0.409, 0.8379, 0.2845)
+    intercept: float = -3.2682
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
 
