@@ -23,12 +23,18 @@ GATE_FEATURES = (
     "dense_gap_z",  # how far the best passage stands out from the 5th (answerable ones stand out)
     "cross_lingual",  # the best passage is in another language than the question: keyword evidence is void
     "cross_lingual_dense_z",  # ... so dense evidence must carry the decision alone
+    "cross_lingual_translated_coverage",  # ... with the share of the question's dictionary renderings one sentence holds
 )
 
 
 def gate_features(evidence: dict) -> list[float]:
     cross = float(bool(evidence.get("cross_lingual")))
-    values = {**evidence, "cross_lingual": cross, "cross_lingual_dense_z": cross * evidence.get("dense_z", 0.0)}
+    values = {
+        **evidence,
+        "cross_lingual": cross,
+        "cross_lingual_dense_z": cross * evidence.get("dense_z", 0.0),
+        "cross_lingual_translated_coverage": cross * evidence.get("translated_sentence_coverage", 0.0),
+    }
     return [float(values.get(name) or 0.0) for name in GATE_FEATURES]
 
 
@@ -44,8 +50,8 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (2.002, 3.1201, 0.1129, 0.409, 0.8379, 0.2845)
-    intercept: float = -3.2682
+    weights: tuple[float, ...] = (1.9851, 3.1028, 0.1202, 0.3993, 0.4669, 0.2439, 1.2111)
+    intercept: float = -3.2675
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
 
@@ -217,9 +223,8 @@ def candidate_sentences(hits: list[dict]) -> list[tuple[int, int, str]]:
     return candidates[:MAX_CANDIDATE_SENTENCES]
 
 
-def _sentence_coverages(question: str, candidates, term_weights: dict[str, float]):
+def _sentence_coverages(groups, candidates, term_weights: dict[str, float]):
     """Per candidate: the weight found of each query term group, and its share of the question."""
-    groups = query_term_groups(question)
     total = sum(max(term_weights.get(t, 0.0) for t in members) for members in groups)
     found: list[list[float]] = []  # per candidate, per group: the weight of the heaviest spelling it holds
     for _, _, unit in candidates:
@@ -228,11 +233,16 @@ def _sentence_coverages(question: str, candidates, term_weights: dict[str, float
     return groups, found, [sum(f) / total if total else 0.0 for f in found]
 
 
-def best_sentence_coverage(question: str, hits: list[dict], term_weights: dict[str, float]) -> float:
+def best_sentence_coverage(question: str, hits: list[dict], term_weights: dict[str, float], groups=None) -> float:
     """The idf-weighted share of the question one quotable sentence holds: "is the asked fact here",
-    where chunk-level coverage only says "is this on topic" (the terms may sit in separate sentences)."""
+    where chunk-level coverage only says "is this on topic" (the terms may sit in separate sentences).
+
+    `groups` replaces the question's own term groups (a dictionary translation: one group per concept).
+    """
     candidates = candidate_sentences(hits)
-    return max(_sentence_coverages(question, candidates, term_weights)[2], default=0.0) if candidates else 0.0
+    if not candidates:
+        return 0.0
+    return max(_sentence_coverages(groups or query_term_groups(question), candidates, term_weights)[2], default=0.0)
 
 
 def select_sentences(
@@ -260,7 +270,7 @@ def select_sentences(
     candidates = candidate_sentences(hits)
     if not candidates:
         return []
-    groups, found, scores = _sentence_coverages(question, candidates, term_weights)
+    groups, found, scores = _sentence_coverages(query_term_groups(question), candidates, term_weights)
     if cross_lingual or max(scores, default=0.0) <= 0.0:
         if dense_scores is not None:
             scores = [float(x) for x in dense_scores([unit for _, _, unit in candidates])]

@@ -25,7 +25,7 @@ from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
 from rag_pipeline.query.rerank import rerank as rerank_hits
 from rag_pipeline.query.retrieve import dense_arm, group_coverage, idf_weights, keyword_arm, lexical_coverage, query_terms, terms_arm
-from rag_pipeline.query.translate import translate_query
+from rag_pipeline.query.translate import Translation, translate_query
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 from rag_pipeline.store.terms import permitted_frequencies
@@ -91,6 +91,17 @@ def stored_policy(lake: Lake, manifest: dict) -> RefusalPolicy:
     """The thresholds `rag calibrate` fitted for the served model, else the defaults."""
     record = lake.read_refusal_policy(manifest["model"]["key"])
     return (RefusalPolicy.from_record(record) if record else None) or RefusalPolicy()
+
+
+def translated_sentence_coverage(question: str, hits: list[dict], translation: Translation | None, doc_freq: dict[str, int], n_docs: int) -> float:
+    """The share of the question's concepts, by their dictionary renderings, one quotable sentence holds.
+
+    A rendering absent from what the asker may read weighs nothing (as in retrieve.group_coverage).
+    """
+    if translation is None:
+        return 0.0
+    present = {t: n for t in translation.terms if (n := doc_freq.get(t, 0))}
+    return best_sentence_coverage(question, hits, idf_weights(set(present), present, n_docs), translation.groups)
 
 
 class RagIndex:
@@ -247,7 +258,7 @@ class RagIndex:
             hits = SearchResult(outcome.hits)
             hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
         evidence = {**self._evidence(query, query_vec, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
-        return hits, (query_vec, evidence, rows, doc_freq, scope["rows"])
+        return hits, (query_vec, evidence, rows, doc_freq, scope["rows"], translation)
 
     def _keyword_weights(self, query: str, keyword_rows: list[dict], doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
         """Each keyword hit's say: its idf coverage of the query; across languages, of codes only."""
@@ -262,9 +273,9 @@ class RagIndex:
     def _evidence(self, query, query_vec, rankings, rows, scope: dict, doc_freq: dict[str, int]) -> dict:
         """Refusal evidence, every statistic taken over what the asker may read (no side channel).
 
-        Keyword evidence is the question's own words only: dictionary renderings match loosely
-        (measured: feeding their coverage to the gate raised false answers, bench/README.md), so
-        the translated arm changes which passages are found, never how sure the gate is.
+        Keyword evidence is the question's own words: dictionary renderings match loosely
+        (measured: counting them as the question's words raised false answers, bench/README.md);
+        they enter the gate only as their own feature, across languages (see ask).
         """
         n_docs = scope["rows"]
         keyword_top = [rows[cid] for cid, _ in rankings.get("keyword", [])[:3]]
@@ -340,10 +351,14 @@ class RagIndex:
         Extractive by default; with an LLM configured its answer replaces the extractive one only
         when every citation checks out (otherwise the extractive answer comes back with a note).
         """
-        hits, (query_vec, evidence, _, doc_freq, n_docs) = self._retrieve(question, "hybrid", k, principal, where)
+        hits, (query_vec, evidence, _, doc_freq, n_docs, translation) = self._retrieve(question, "hybrid", k, principal, where)
         top = context_hits([h.__dict__ for h in hits])
         weights = idf_weights(query_terms(question), doc_freq, n_docs)
-        evidence = {**evidence, "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3)}
+        evidence = {
+            **evidence,
+            "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3),
+            "translated_sentence_coverage": round(translated_sentence_coverage(question, top, translation, doc_freq, n_docs), 3),
+        }
         reason = refusal_reason(evidence, self.policy)
         if reason:
             return Answer(question, "", True, reason, [], evidence)

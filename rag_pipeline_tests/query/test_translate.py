@@ -49,3 +49,15 @@ def test_concept_coverage_counts_a_concept_once_and_ignores_renderings_the_corpu
     one = group_coverage(groups, "a duck", doc_freq, n_docs=10)
     assert 0.5 < one < 1.0  # duck (df 2) is rarer, so more telling, than famili (df 5)
     assert group_coverage(groups, "nothing here", doc_freq, n_docs=10) == 0.0
+
+
+def test_translated_coverage_speaks_to_the_gate_only_across_languages():
+    from rag_pipeline.query.answer import GATE_FEATURES, RefusalPolicy, gate_features
+
+    evidence = {"lexical_coverage": 0.0, "sentence_coverage": 0.0, "dense_z": 2.0, "dense_gap_z": 0.5, "translated_sentence_coverage": 0.8}
+    position = GATE_FEATURES.index("cross_lingual_translated_coverage")
+    assert gate_features({**evidence, "cross_lingual": False})[position] == 0.0  # same language: renderings are noise
+    assert gate_features({**evidence, "cross_lingual": True})[position] == 0.8
+    policy = RefusalPolicy()
+    assert len(policy.weights) == len(GATE_FEATURES)
+    assert policy.score({**evidence, "cross_lingual": True}) > policy.score({**evidence, "cross_lingual": True, "translated_sentence_coverage": 0.0})
