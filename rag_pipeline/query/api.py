@@ -93,15 +93,11 @@ def stored_policy(lake: Lake, manifest: dict) -> RefusalPolicy:
     return (RefusalPolicy.from_record(record) if record else None) or RefusalPolicy()
 
 
-def translated_sentence_coverage(question: str, hits: list[dict], translation: Translation | None, doc_freq: dict[str, int], n_docs: int) -> float:
-    """The share of the question's concepts, by their dictionary renderings, one quotable sentence holds.
-
-    A rendering absent from what the asker may read weighs nothing (as in retrieve.group_coverage).
-    """
-    if translation is None:
-        return 0.0
+def rendering_weights(translation: Translation, doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
+    """Idf of the renderings that occur in what the asker may read; an absent one weighs nothing
+    (as in retrieve.group_coverage: a rendering the corpus does not use is no missing fact)."""
     present = {t: n for t in translation.terms if (n := doc_freq.get(t, 0))}
-    return best_sentence_coverage(question, hits, idf_weights(set(present), present, n_docs), translation.groups)
+    return idf_weights(set(present), present, n_docs)
 
 
 class RagIndex:
@@ -354,10 +350,12 @@ class RagIndex:
         hits, (query_vec, evidence, _, doc_freq, n_docs, translation) = self._retrieve(question, "hybrid", k, principal, where)
         top = context_hits([h.__dict__ for h in hits])
         weights = idf_weights(query_terms(question), doc_freq, n_docs)
+        # the share of the question's concepts, by their dictionary renderings, one sentence holds
+        rendered = (translation.groups, rendering_weights(translation, doc_freq, n_docs)) if translation else None
         evidence = {
             **evidence,
             "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3),
-            "translated_sentence_coverage": round(translated_sentence_coverage(question, top, translation, doc_freq, n_docs), 3),
+            "translated_sentence_coverage": round(best_sentence_coverage(question, top, rendered[1], rendered[0]), 3) if rendered else 0.0,
         }
         reason = refusal_reason(evidence, self.policy)
         if reason:
