@@ -157,17 +157,37 @@ def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
     from rag_pipeline.definitions import build_definitions
     from rag_pipeline.defs.resources import RagSettingsResource
 
-    ensure_dagster_home()
     defs = build_definitions(
         RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
     )
     job = defs.resolve_job_def("index_job")
-    with dg.DagsterInstance.get() as instance:
+    with _dagster_instance() as instance:
         interrupts.attach(instance)
         log_level = "DEBUG" if args.verbose else "WARNING"
         run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
         result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False, run_id=run_id)
     return result, [key.name for key in job.asset_layer.asset_graph.asset_check_keys]
+
+
+def _dagster_instance():
+    """The local Dagster instance, its SQLite storage created under a file lock.
+
+    Two `rag` processes opening a fresh DAGSTER_HOME at once would both run the storage schema
+    migrations and one would die ("table alembic_version already exists"); with the lock the
+    second finds the tables made. Every storage is touched inside it, so none is created later.
+    """
+    import fcntl
+
+    import dagster as dg
+
+    home = ensure_dagster_home()
+    with open(home / ".instance-init.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        instance = dg.DagsterInstance.get()
+        instance.get_runs(limit=1)
+        instance.get_asset_keys(limit=1)
+        instance.all_instigator_state()
+    return instance
 
 
 def _served_generation(lake: Path) -> int | None:
@@ -724,8 +744,7 @@ def _record_served(manifest: dict, previous: dict | None, action: str) -> None:
 
     from rag_pipeline.defs.assets import served_metadata
 
-    ensure_dagster_home()
-    with dg.DagsterInstance.get() as instance:
+    with _dagster_instance() as instance:
         instance.report_runless_asset_event(
             dg.AssetMaterialization("published_index", metadata=served_metadata(manifest, previous=previous, action=action))
         )

@@ -46,6 +46,19 @@ def _texts(lake: Path) -> str:
     return " ".join(Lake(lake).published_arrow(s.CHUNKS).column("text").to_pylist())
 
 
+def test_processes_opening_a_fresh_dagster_home_at_once_all_get_the_instance(tmp_path):
+    """Without the init lock, one of them dies in the SQLite schema migrations (seen in CI)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").symlink_to(REPO / "dagster.yaml")
+    code = "from rag_pipeline.cli import _dagster_instance\nwith _dagster_instance() as i:\n    print(len(i.get_runs()))"
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and out.strip() == "0", err[-2000:]
+
+
 @pytest.mark.slow
 def test_two_lakes_indexed_at_once_from_one_dagster_home_each_serve_only_their_own_folder(tmp_path):
     home = tmp_path / "home"
