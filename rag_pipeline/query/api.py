@@ -24,8 +24,10 @@ from rag_pipeline.text import is_code_term, is_identifier
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
 from rag_pipeline.query.rerank import rerank as rerank_hits
-from rag_pipeline.query.retrieve import dense_arm, group_coverage, idf_weights, keyword_arm, lexical_coverage, query_terms, terms_arm
-from rag_pipeline.query.translate import Translation, translate_query
+from rag_pipeline.query.retrieve import (
+    dense_arm, group_coverage, idf_weights, keyword_arm, lexical_coverage, query_terms, rendering_weights, terms_arm,
+)
+from rag_pipeline.query.translate import translate_query
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 from rag_pipeline.store.terms import permitted_frequencies
@@ -91,13 +93,6 @@ def stored_policy(lake: Lake, manifest: dict) -> RefusalPolicy:
     """The thresholds `rag calibrate` fitted for the served model, else the defaults."""
     record = lake.read_refusal_policy(manifest["model"]["key"])
     return (RefusalPolicy.from_record(record) if record else None) or RefusalPolicy()
-
-
-def rendering_weights(translation: Translation, doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
-    """Idf of the renderings that occur in what the asker may read; an absent one weighs nothing
-    (as in retrieve.group_coverage: a rendering the corpus does not use is no missing fact)."""
-    present = {t: n for t in translation.terms if (n := doc_freq.get(t, 0))}
-    return idf_weights(set(present), present, n_docs)
 
 
 class RagIndex:
@@ -215,11 +210,11 @@ class RagIndex:
             hit_weights["keyword"] = self._keyword_weights(
                 query, [rows[cid] for cid, _ in rankings["keyword"]], doc_freq, scope["rows"]
             )
+        rendered = (translation.groups, rendering_weights(translation.terms, doc_freq, scope["rows"])) if translation else None
         if "translated" in rankings:
             hit_weights["translated"] = {
                 cid: TRANSLATED_ARM_WEIGHT * coverage_weight(
-                    group_coverage(translation.groups, rows[cid][s.SEARCH_TEXT_COLUMN], doc_freq, scope["rows"]),
-                    TRANSLATED_FULL_TRUST_COVERAGE,
+                    group_coverage(rendered[0], rows[cid][s.SEARCH_TEXT_COLUMN], rendered[1]), TRANSLATED_FULL_TRUST_COVERAGE
                 )
                 for cid, _ in rankings["translated"]
             }
@@ -254,7 +249,7 @@ class RagIndex:
             hits = SearchResult(outcome.hits)
             hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
         evidence = {**self._evidence(query, query_vec, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
-        return hits, (query_vec, evidence, rows, doc_freq, scope["rows"], translation)
+        return hits, (query_vec, evidence, rows, doc_freq, scope["rows"], rendered)
 
     def _keyword_weights(self, query: str, keyword_rows: list[dict], doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
         """Each keyword hit's say: its idf coverage of the query; across languages, of codes only."""
@@ -347,11 +342,10 @@ class RagIndex:
         Extractive by default; with an LLM configured its answer replaces the extractive one only
         when every citation checks out (otherwise the extractive answer comes back with a note).
         """
-        hits, (query_vec, evidence, _, doc_freq, n_docs, translation) = self._retrieve(question, "hybrid", k, principal, where)
+        hits, (query_vec, evidence, _, doc_freq, n_docs, rendered) = self._retrieve(question, "hybrid", k, principal, where)
         top = context_hits([h.__dict__ for h in hits])
         weights = idf_weights(query_terms(question), doc_freq, n_docs)
-        # the share of the question's concepts, by their dictionary renderings, one sentence holds
-        rendered = (translation.groups, rendering_weights(translation, doc_freq, n_docs)) if translation else None
+        # rendered = (concept groups, weights) of the dictionary translation: its share one sentence holds
         evidence = {
             **evidence,
             "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3),

