@@ -9,6 +9,7 @@ section.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import groupby
@@ -18,6 +19,7 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock
 from rag_pipeline.text import approx_tokens, fingerprint, normalize, split_sentences
 
 HEADING_SEPARATOR = " > "
+CHUNKER_VERSION = 1  # bump when chunk_document returns other chunks for the same input
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,14 @@ def chunk_document(
         chunk_id = f"{doc_id}-{fp[:16]}" + (f"-{dup}" if dup else "")
         chunks.append(Chunk(chunk_id, doc_id, ordinal, text, embed_text, heading_path, page, fp))
     return chunks
+
+
+def chunk_cache_key(doc_id: str, parsed_json: str, settings: ChunkingSettings, model_key: str) -> str:
+    """Everything a document's chunks depend on: its id (in every chunk id), its parse (text and
+    structure, as JSON), the sizes, and the model whose tokenizer counts them — its identity key,
+    the same trust the embedding cache puts in it."""
+    parts = (f"v{CHUNKER_VERSION}", doc_id, str(settings.max_tokens), str(settings.overlap_tokens), model_key, parsed_json)
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 def _section_key(block: TextBlock) -> tuple[tuple[str, ...], int | None]:

@@ -25,6 +25,7 @@ def test_unchanged_corpus_parses_nothing_and_embeds_nothing(work):
     assert report["success"]
     assert report["parsed_documents"]["parsed_now"] == 0
     assert report["embeddings"]["embedded"] == 0
+    assert (report["chunks"]["rechunked"], report["chunks"]["reused_from_chunk_cache"]) == (0, 13)
     stats = report["lancedb_index"]
     assert (stats["added"], stats["updated"], stats["deleted"]) == (0, 0, 0)
     assert stats["unchanged"] == 13
@@ -94,6 +95,35 @@ def test_withdrawal_is_metadata_only_and_hides_the_document_in_every_mode(work):
     for mode in ("hybrid", "vector", "keyword"):
         assert HANDBOOK not in {h.source for h in index.search(question, mode=mode, k=50)}
     assert _documents(work / "lake")[HANDBOOK]["version"] == 1  # metadata changes keep the version
+
+
+def test_a_sidecar_only_change_stages_a_new_generation_from_cached_chunks(work):
+    """The unchanged-run shortcut must still see ACL/owner edits: nothing re-parsed, re-chunked or
+    re-embedded, yet a new generation serves the new owner and access groups on every row."""
+    lake = Lake(work / "lake")
+    served = lake.read_manifest()["generation"]
+    sidecar = work / "raw" / (HANDBOOK + ".meta.json")
+    sidecar.write_text(
+        sidecar.read_text(encoding="utf-8").replace("hr@northwind-robotics.example", "people@northwind-robotics.example").replace('"all-staff"', '"hr-team"'),
+        encoding="utf-8",
+    )
+    report = run_index(work / "raw", work / "lake")
+    assert report["success"] and report["lancedb_index"]["new_generation"] is True
+    assert (report["parsed_documents"]["parsed_now"], report["chunks"]["rechunked"], report["embeddings"]["embedded"]) == (0, 0, 0)
+    assert report["lancedb_index"]["updated"] == 1 and lake.read_manifest()["generation"] == served + 1
+    rows = [r for r in lake.published_arrow(s.CHUNKS, columns=["source", "owner", "access_groups"]).to_pylist() if r["source"] == HANDBOOK]
+    assert rows and all(r["owner"] == "people@northwind-robotics.example" and r["access_groups"] == ["hr-team"] for r in rows)
+    again = run_index(work / "raw", work / "lake")
+    assert again["lancedb_index"]["new_generation"] is False and lake.read_manifest()["generation"] == served + 1
+
+
+def test_other_chunk_settings_rechunk_every_document(work, monkeypatch):
+    before = Lake(work / "lake").published_arrow(s.CHUNKS, columns=["chunk_id"]).column("chunk_id").to_pylist()
+    monkeypatch.setenv("RAG_CHUNK_MAX_TOKENS", "120")
+    report = run_index(work / "raw", work / "lake")
+    assert report["success"] and report["chunks"]["rechunked"] == 13 and report["chunks"]["reused_from_chunk_cache"] == 0
+    assert report["lancedb_index"]["new_generation"] is True
+    assert report["chunks"]["chunks"] > len(before)  # smaller chunks, more of them
 
 
 def test_deleted_file_leaves_the_index(work):

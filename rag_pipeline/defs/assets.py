@@ -11,7 +11,7 @@ from collections import Counter
 import dagster as dg
 import numpy as np
 
-from rag_pipeline.chunking import TokenBudget, chunk_document
+from rag_pipeline.chunking import HEADING_SEPARATOR, TokenBudget, chunk_cache_key, chunk_document
 import pyarrow as pa
 
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
@@ -147,38 +147,59 @@ def parse_documents(
 
 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
-def chunks(context: dg.AssetExecutionContext, rag: RagSettingsResource, parsed_documents: pa.Table) -> pa.Table:
+def chunks(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource, parsed_documents: pa.Table
+) -> pa.Table:
     """Structure-aware chunks (heading path, page) with overlap and content-addressed ids.
 
     Sized in the embedding model's tokens; `over_model_limit` counts chunks the model would
-    truncate (zero unless the tokenizer disagrees with itself).
+    truncate (zero unless the tokenizer disagrees with itself). A document whose parse, chunk
+    settings and model are unchanged takes its chunks (and token counts) from the chunk cache.
     """
     settings = rag.settings()
-    budget = TokenBudget.for_encoder(rag.encoder())
-    parsed_documents = staging.parsed_from_table(parsed_documents)
-    result = []
-    with Progress("chunk", len(parsed_documents), "documents", log=context.log.info) as progress:
-        for doc_id, doc in parsed_documents.items():
-            result.extend(chunk_document(doc_id, doc, settings.chunking, budget))
+    lake = Lake(settings.lake_dir)
+    model_key = rag.encoder().identity.key
+    doc_ids, outcomes = parsed_documents.column("doc_id").to_pylist(), parsed_documents.column("outcome").to_pylist()
+    keys = [chunk_cache_key(d, o, settings.chunking, model_key) for d, o in zip(doc_ids, outcomes)]
+    cached = lake.cached_chunks(keys)
+    known = set(cached.column("cache_key").to_pylist())
+    missing = [(key, doc_id, outcome) for key, doc_id, outcome in zip(keys, doc_ids, outcomes) if key not in known]
+    reused = len(doc_ids) - len(missing)
+    fresh = {}
+    note = f"{reused} from the chunk cache" if reused else ""
+    with Progress("chunk", len(missing), "documents", log=context.log.info, note=note) as progress:
+        budget = TokenBudget.for_encoder(rag.encoder()) if missing else None  # loads the tokenizer
+        for key, doc_id, outcome in missing:
+            records = chunk_document(doc_id, outcome_from_json(outcome), settings.chunking, budget)
+            fresh[key] = (records, [budget.count(c.embed_text) for c in records])
             progress.advance()
-    tokens = [budget.count(c.embed_text) for c in result] or [0]
+    fresh_rows = staging.chunk_cache_rows(fresh)
+    lake.add_chunks(fresh_rows)
+    table, tokens = staging.chunks_from_cache(pa.concat_tables([cached, fresh_rows]), keys)
+    tokens = tokens.to_numpy() if len(tokens) else np.zeros(1, dtype=np.int32)
+    model_limit = rag.encoder().passage_token_limit
     context.add_output_metadata(
         {
-            "chunks": len(result),
-            "documents": len(parsed_documents),
+            "chunks": table.num_rows,
+            "documents": len(doc_ids),
+            "rechunked": len(missing),
+            "reused_from_chunk_cache": reused,
             "max_tokens_setting": settings.chunking.max_tokens,
             "overlap_tokens_setting": settings.chunking.overlap_tokens,
-            "model_token_limit": budget.model_limit,
+            "model_token_limit": model_limit,
             "tokens_median": float(np.median(tokens)),
-            "tokens_max": int(max(tokens)),
-            "over_model_limit": sum(n > budget.model_limit for n in tokens),
+            "tokens_max": int(tokens.max()),
+            "over_model_limit": int((tokens > model_limit).sum()),
             "sample": _md_table(
                 ["chunk_id", "page", "heading", "text"],
-                [[c.chunk_id, c.page, " > ".join(c.heading_path)[:40], c.text[:80]] for c in result[:5]],
+                [
+                    [r["chunk_id"], r["page"], HEADING_SEPARATOR.join(r["heading_path"])[:40], r["text"][:80]]
+                    for r in table.slice(0, 5).to_pylist()
+                ],
             ),
         }
     )
-    return staging.chunks_to_table(result)
+    return table
 
 
 def _served_table(context, lake: Lake, name: str, served: dict | None, columns: list[str] | None = None):
@@ -259,62 +280,71 @@ def lancedb_index(
 ) -> dict:
     """Write documents, chunks (vector + full-text index) and quarantine as a new, staged generation.
 
-    When nothing would differ from the served generation (same files, metadata, chunks, model),
-    no generation is staged: the served one is reported as `unchanged` and stays served.
+    When nothing would differ from the served generation (same files, metadata, parses, chunks,
+    quarantine, model: rows.input_signature of the staged inputs), no generation is staged and
+    no row is built: the served one is reported as `unchanged` and stays served.
     """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     identity = rag.encoder().identity
-    now = utc_now()
-    raws = staging.raw_files_from_table(raw_documents)
-    parsed = staging.parsed_from_table(parsed_documents)
-    chunk_records = staging.chunks_from_table(chunks)
     served = lake.read_manifest(missing_ok=True)
-    previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
-    versions = rows.document_versions(raws, previous_docs)
-    counts = Counter(c.doc_id for c in chunk_records)
-    documents = rows.documents_table(raws, parsed, counts, versions, now)
-    doc_rows = {r["doc_id"]: r for r in documents.to_pylist()}
-    chunk_table = rows.chunks_table(
-        chunk_records, {r.doc_id: r for r in raws}, doc_rows, staging.vectors_from_table(embeddings), identity.dimension
-    )
-    quarantine_table = rows.quarantine_table(staging.quarantine_from_table(quarantine), now)
-    changes = rows.document_changes(previous_docs, documents)
-    signature = rows.content_signature(documents, chunk_table, quarantine_table, identity.key)
-    with Progress("write", len(chunk_records), "chunks", log=context.log.info) as progress:
+    # what is served is each file's `source` (relative), not where the raw folder is mounted
+    inputs = [raw_documents.drop_columns(["path"]), parsed_documents, chunks, quarantine]
+    signature = rows.input_signature(inputs, identity.key, identity.dimension)
+    with Progress("write", chunks.num_rows, "chunks", log=context.log.info) as progress:
         if served and served.get("content_signature") == signature and lake.is_readable(served):
             context.log.info(f"nothing changed since generation {served['generation']}: no new generation staged")
             manifest = {**served, "unchanged": True}
+            changes = {"added": 0, "updated": 0, "unchanged": served["counts"]["documents"], "deleted": 0}
+            statuses = lake.published_arrow(s.DOCUMENTS, served, ["status"]).column("status").to_pylist()
         else:
-            manifest = lake.stage(
-                documents,
-                chunk_table,
-                quarantine_table,
-                model=identity.as_dict(),
-                run_id=context.run_id,
-                stats={"scanned_files": len(raws), **changes},
-                ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
-                content_signature=signature,
+            manifest, changes, statuses = _stage_generation(
+                context, lake, settings, identity, served, signature, raw_documents, parsed_documents, quarantine, chunks, embeddings
             )
-        progress.advance(len(chunk_records))  # the whole generation is written at once (documents, chunks, indexes)
+        progress.advance(chunks.num_rows)  # the whole generation is written at once (documents, chunks, indexes)
     context.add_output_metadata(
         {
             "lake_dir": str(settings.lake_dir),
             "generation": manifest["generation"],
             "new_generation": not manifest.get("unchanged"),
             "table_versions": manifest["table_versions"],
-            "documents": documents.num_rows,
-            "chunks": chunk_table.num_rows,
-            "quarantined": quarantine_table.num_rows,
-            "scanned_files": len(raws),
+            **manifest["counts"],
+            "scanned_files": raw_documents.num_rows,
             **changes,
-            "by_status": dict(Counter(r["status"] for r in doc_rows.values())),
+            "by_status": dict(Counter(statuses)),
             "model": identity.name,
             "model_key": identity.key,
             "vector_index": manifest["vector_index"],
         }
     )
     return manifest
+
+
+def _stage_generation(context, lake: Lake, settings, identity, served, signature, raw_documents, parsed_documents, quarantine, chunks, embeddings):
+    """Build the documents, chunks and quarantine rows and stage them as a new generation."""
+    now = utc_now()
+    raws = staging.raw_files_from_table(raw_documents)
+    chunk_records = staging.chunks_from_table(chunks)
+    previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
+    counts = Counter(c.doc_id for c in chunk_records)
+    versions = rows.document_versions(raws, previous_docs)
+    documents = rows.documents_table(raws, staging.parsed_from_table(parsed_documents), counts, versions, now)
+    doc_rows = {r["doc_id"]: r for r in documents.to_pylist()}
+    chunk_table = rows.chunks_table(
+        chunk_records, {r.doc_id: r for r in raws}, doc_rows, staging.vectors_from_table(embeddings), identity.dimension
+    )
+    changes = rows.document_changes(previous_docs, documents)
+    manifest = lake.stage(
+        documents,
+        chunk_table,
+        rows.quarantine_table(staging.quarantine_from_table(quarantine), now),
+        model=identity.as_dict(),
+        run_id=context.run_id,
+        stats={"scanned_files": len(raws), **changes},
+        ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
+        content_signature=signature,
+    )
+    return manifest, changes, [r["status"] for r in doc_rows.values()]
 
 
 @dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL)

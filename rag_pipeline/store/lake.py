@@ -171,6 +171,15 @@ class Lake:
             table = pa.table({"cache_key": list(outcomes), "outcome": list(outcomes.values())}, schema=s.parse_cache_schema())
             self._insert_new(s.PARSE_CACHE, table)
 
+    def cached_chunks(self, keys: list[str]) -> pa.Table:
+        """Chunk rows (store.schema.chunk_cache_schema) already computed for these document keys."""
+        found = self._lookup(s.CHUNK_CACHE, keys, s.chunk_cache_schema().names)
+        return found if found.num_rows else s.chunk_cache_schema().empty_table()
+
+    def add_chunks(self, rows: pa.Table) -> None:
+        if rows.num_rows:
+            self._insert_new(s.CHUNK_CACHE, rows)
+
     def _lookup(self, name: str, keys: list[str], columns: list[str]) -> pa.Table:
         """Rows of a content-addressed cache table whose cache_key is among keys.
 
@@ -364,7 +373,7 @@ class Lake:
                 if drop:
                     dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
                     versions_removed += len(drop)
-            for name in sorted(t for t in tables if t == s.PARSE_CACHE or t.startswith("embedding_cache_")):
+            for name in sorted(t for t in tables if t in (s.PARSE_CACHE, s.CHUNK_CACHE) or t.startswith("embedding_cache_")):
                 table = self.db.open_table(name)
                 table.compact_files()
                 dataset = table.to_lance()

@@ -151,16 +151,25 @@ def document_changes(previous: pa.Table | None, current: pa.Table) -> dict[str, 
     }
 
 
-_VOLATILE = {"indexed_at", "quarantined_at", "vector"}  # vectors follow from fingerprint + model key
+# Bump when the rows built from the same inputs change (this module, text.search_tokens).
+ROWS_VERSION = 1
 
 
-def content_signature(documents: pa.Table, chunks: pa.Table, quarantine: pa.Table, model_key: str) -> str:
-    """sha256 of everything a reader of a generation could see, timestamps aside: equal
-    signatures mean a new generation would serve exactly what the current one serves."""
-    digest = hashlib.sha256(model_key.encode())
-    for table in (documents, chunks, quarantine):
-        kept = table.select([name for name in table.column_names if name not in _VOLATILE]).combine_chunks()
-        digest.update(kept.schema.serialize())
-        for batch in kept.to_batches(max_chunksize=65_536):  # bounded memory: no copy of the whole table
-            digest.update(batch.serialize())
+def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int) -> str:
+    """sha256 of everything a generation is built from: the staged raw files (content hash,
+    sidecar metadata), parses, chunks and quarantine, the model, the published schemas. Equal
+    signatures mean a new generation would serve exactly what the served one serves — decided
+    without building its rows (vectors follow from chunk fingerprints and the model key).
+
+    Hashed in fixed slices of combined columns, so equal values hash equal whatever their
+    Arrow chunking, with memory bounded by a slice.
+    """
+    digest = hashlib.sha256(f"v{ROWS_VERSION}\0{model_key}\0{dimension}".encode())
+    for schema in (s.documents_schema(), s.chunks_schema(dimension), s.quarantine_schema()):
+        digest.update(schema.serialize())
+    for table in inputs:
+        digest.update(table.schema.serialize())
+        for start in range(0, table.num_rows, 65_536):
+            for batch in table.slice(start, 65_536).combine_chunks().to_batches():
+                digest.update(batch.serialize())
     return digest.hexdigest()

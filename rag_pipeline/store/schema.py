@@ -8,6 +8,7 @@ DOCUMENTS = "documents"
 CHUNKS = "chunks"
 QUARANTINE = "quarantine"
 PARSE_CACHE = "parse_cache"
+CHUNK_CACHE = "chunk_cache"
 TERM_STATS = "term_stats"  # search term → chunks holding it, per generation (store.terms)
 SEARCH_TEXT_COLUMN = "search_text"
 
@@ -96,5 +97,23 @@ def parse_cache_schema() -> pa.Schema:
         [
             pa.field("cache_key", pa.string(), nullable=False),  # see ingest.serialize.parse_cache_key
             pa.field("outcome", pa.string()),  # JSON: a ParsedDocument or an unreadable reason
+        ]
+    )
+
+
+def chunk_cache_schema() -> pa.Schema:
+    """One row per document: its chunks as parallel lists (chunk_id[i], text[i], ...)."""
+    return pa.schema(
+        [
+            pa.field("cache_key", pa.string(), nullable=False),  # see chunking.chunk_cache_key
+            pa.field("chunk_id", pa.list_(pa.string())),
+            pa.field("doc_id", pa.list_(pa.string())),
+            pa.field("ordinal", pa.list_(pa.int32())),
+            pa.field("text", pa.list_(pa.string())),
+            pa.field("embed_text", pa.list_(pa.string())),
+            pa.field("heading_path", pa.list_(pa.list_(pa.string()))),
+            pa.field("page", pa.list_(pa.int32())),
+            pa.field("fingerprint", pa.list_(pa.string())),
+            pa.field("tokens", pa.list_(pa.int32())),  # model tokens of embed_text, for the chunks metadata
         ]
     )

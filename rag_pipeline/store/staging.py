@@ -15,12 +15,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rag_pipeline.chunking import Chunk
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
 from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json
 from rag_pipeline.ingest.triage import QuarantineRecord
+from rag_pipeline.store import schema as s
 
 RAW_FILES_SCHEMA = pa.schema(
     [
@@ -122,6 +124,27 @@ def chunks_to_table(chunks: list[Chunk]) -> pa.Table:
 
 def chunks_from_table(table: pa.Table) -> list[Chunk]:
     return [Chunk(**{**row, "heading_path": tuple(row["heading_path"])}) for row in table.to_pylist()]
+
+
+def chunk_cache_rows(per_document: dict[str, tuple[list[Chunk], list[int]]]) -> pa.Table:
+    """Chunk cache rows: per document key, its chunks and their token counts as parallel lists."""
+    rows = []
+    for key, (chunks, tokens) in per_document.items():
+        columns = {name: [getattr(c, name) for c in chunks] for name in CHUNKS_SCHEMA.names}
+        columns["heading_path"] = [list(path) for path in columns["heading_path"]]
+        rows.append({"cache_key": key, **columns, "tokens": [int(n) for n in tokens]})
+    return pa.Table.from_pylist(rows, schema=s.chunk_cache_schema())
+
+
+def chunks_from_cache(rows: pa.Table, keys: list[str]) -> tuple[pa.Table, pa.Array]:
+    """The chunks of the documents `keys` names, in that order, as chunks_to_table lays them
+    out, with their token counts: a column-wise flatten, no Python object per chunk."""
+    order = pc.index_in(pa.array(keys, pa.string()), value_set=rows.column("cache_key").combine_chunks())
+    if order.null_count:
+        raise KeyError(f"{order.null_count} documents have no chunk cache row")
+    picked = rows.take(order).combine_chunks()
+    table = pa.table({name: pc.list_flatten(picked.column(name)) for name in CHUNKS_SCHEMA.names}, schema=CHUNKS_SCHEMA)
+    return table.combine_chunks(), pc.list_flatten(picked.column("tokens")).combine_chunks()
 
 
 def fingerprints_to_table(chunks: list[Chunk]) -> pa.Table:

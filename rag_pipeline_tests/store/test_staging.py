@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock
 from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import staging
-from rag_pipeline.store.rows import content_signature
+from rag_pipeline.store.rows import input_signature
 
 
 def _through_disk(table, tmp_path: Path):
@@ -39,17 +40,21 @@ def test_records_round_trip_through_arrow_files(tmp_path):
     assert staging.vectors_from_table(staging.vectors_to_table({}, 4)) == {}
 
 
-def test_content_signature_ignores_timestamps_and_sees_every_served_value():
-    import pyarrow as pa
+def test_input_signature_sees_files_sidecar_metadata_chunks_quarantine_and_model():
+    raw = [RawFile("a1", "a.md", Path("/raw/a.md"), 10, "f" * 64, DocumentMetadata(owner="ann"))]
+    parsed = {"a1": ParsedDocument([TextBlock("hi")], "md", "markdown")}
+    chunks = [Chunk("c1", "a1", 0, "hi", "hi", (), None, "fp1")]
+    quarantine = [QuarantineRecord("b2", "b.txt", "0" * 64, 3, "no_text", "empty", None)]
 
-    docs = pa.table({"doc_id": ["a"], "status": ["published"], "indexed_at": ["2026-01-01"]})
-    chunks = pa.table({"chunk_id": ["c"], "text": ["x"], "vector": [[0.1, 0.2]]})
-    quarantine = pa.table({"doc_id": ["q"], "reason": ["no_text"], "quarantined_at": ["t1"]})
-    base = content_signature(docs, chunks, quarantine, "m1")
-    later = docs.set_column(2, "indexed_at", pa.array(["2026-02-02"]))
-    assert content_signature(later, chunks, quarantine, "m1") == base
-    withdrawn = docs.set_column(1, "status", pa.array(["withdrawn"]))
-    assert content_signature(withdrawn, chunks, quarantine, "m1") != base
-    assert content_signature(docs, chunks, quarantine, "m2") != base
-    edited = chunks.set_column(1, "text", pa.array(["y"]))
-    assert content_signature(docs, edited, quarantine, "m1") != base
+    def signature(raw=raw, chunks=chunks, quarantine=quarantine, model="m1"):
+        tables = [staging.raw_files_to_table(raw), staging.parsed_to_table(parsed), staging.chunks_to_table(chunks)]
+        return input_signature([*tables, staging.quarantine_to_table(quarantine)], model, 4)
+
+    base = signature()
+    assert signature() == base
+    assert signature(raw=[replace(raw[0], metadata=DocumentMetadata(owner="bob"))]) != base
+    assert signature(raw=[replace(raw[0], metadata=DocumentMetadata(owner="ann", status="withdrawn"))]) != base
+    assert signature(raw=[replace(raw[0], sha256="e" * 64)]) != base
+    assert signature(chunks=[replace(chunks[0], text="ho")]) != base
+    assert signature(quarantine=[]) != base
+    assert signature(model="m2") != base
