@@ -80,6 +80,16 @@ def _jieba():
     return jieba
 
 
+def is_chinese(text: str) -> bool:
+    """The whole string is one run of Chinese characters (a word jieba would segment)."""
+    return bool(_CJK_RUN.fullmatch(text))
+
+
+def word_frequencies() -> dict[str, int]:
+    """jieba's dictionary counts: how common a Chinese word is (picks the usual rendering)."""
+    return _jieba().dt.FREQ
+
+
 @lru_cache(maxsize=1)
 def _to_simplified():
     import opencc

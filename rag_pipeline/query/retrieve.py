@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -11,7 +10,7 @@ import numpy as np
 
 from rag_pipeline.store.ann import EXACT
 from rag_pipeline.store.schema import SEARCH_TEXT_COLUMN
-from rag_pipeline.text import search_tokens
+from rag_pipeline.text import is_chinese, search_tokens
 
 RESULT_COLUMNS = ["chunk_id", "doc_id", "source", "title", "page", "heading_path", "text", "language", SEARCH_TEXT_COLUMN]
 
@@ -79,9 +78,6 @@ def query_terms(query: str) -> frozenset[str]:
     return frozenset(search_tokens(query))
 
 
-_CJK_WORD = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-
-
 @lru_cache(maxsize=256)
 def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
     """The query's terms with each code's spellings in one group: "r-500", "r500", "r", "500".
@@ -101,7 +97,7 @@ def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
             continue
         if any(sep in term for sep in "-_./"):
             members = (set(search_tokens(term)) & terms) | {term}
-        elif _CJK_WORD.fullmatch(term) and len(term) > 2:
+        elif is_chinese(term) and len(term) > 2:
             members = {t for t in terms if t in term}  # jieba's search mode: 服务中心 → 服务, 中心, 服务中心
         else:
             continue

