@@ -45,24 +45,6 @@ ZH_STOPWORDS = frozenset(
 )
 
 
-# What a question asks with, never what an answer says: jieba glues these to their neighbours
-# ("加多少" in "最多能加多少小时", "几类", "有多大"), so the stopword list above cannot drop them.
-_QUESTION_WORDS = re.compile(
-    r"多少|多久|多长时间|多長時間|多长|多長|多大|多高|多远|多遠|多近|多深|多重|多快|多陡|多宽|多寬|多厚|多频繁|多頻繁"
-    r"|几点|幾點|[几幾][个個种種类類项項条條次天年月周位名台款级級]?|哪[个個些里裡儿兒种種类類位家款年天]?"
-    r"|什么时候|什麼時候|什么|什麼|怎么办|怎麼辦|怎么样|怎麼樣|怎么|怎麼|怎样|怎樣|如何|为什么|為什麼|为何|為何"
-    r"|是否|能不能|可不可以|可否|是不是|有没有|有沒有|要不要|会不会|會不會|[吗嗎呢么麼呀吧]"
-    r"|\b(?:how\s+(?:many|much|long|often|far|old|soon|big|large)|what|which|when|where|who|whom|whose|why|how)\b",
-    re.IGNORECASE,
-)
-
-
-def asked_part(question: str) -> str:
-    """The question without its question words: the part an answering passage must contain."""
-    rest = _QUESTION_WORDS.sub(" ", unicodedata.normalize("NFKC", question))
-    return rest if search_tokens(rest) else question
-
-
 def normalize(text: str) -> str:
     """NFKC, collapse whitespace, drop spaces between CJK characters (OCR inserts them)."""
     text = unicodedata.normalize("NFKC", text)

@@ -245,22 +245,6 @@ def best_sentence_coverage(question: str, hits: list[dict], term_weights: dict[s
     return max(_sentence_coverages(groups or query_term_groups(question), candidates, term_weights)[2], default=0.0)
 
 
-def concept_gaps(question: str, hits: list[dict], term_weights: dict[str, float]) -> dict[str, float]:
-    """What the best sentence lacks: the heaviest concept it misses (share of the question), and
-    the share of the question's concepts found anywhere in the quotable context."""
-    candidates = candidate_sentences(hits)
-    groups = query_term_groups(question)
-    if not candidates or not groups:
-        return {"missing_concept": 1.0, "context_coverage": 0.0}
-    groups, found, shares = _sentence_coverages(groups, candidates, term_weights)
-    weights = [max(term_weights.get(t, 0.0) for t in members) for members in groups]
-    total = sum(weights) or 1.0
-    best = found[max(range(len(shares)), key=shares.__getitem__)]
-    missing = max((w for w, f in zip(weights, best) if f == 0.0), default=0.0)
-    anywhere = sum(max(f[i] for f in found) for i in range(len(groups)))
-    return {"missing_concept": round(missing / total, 3), "context_coverage": round(anywhere / total, 3)}
-
-
 def select_sentences(
     question: str,
     hits: list[dict],

@@ -16,11 +16,11 @@ import pyarrow as pa
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, encoder_for
-from rag_pipeline.query.answer import Answer, RefusalPolicy, best_sentence_coverage, compose, concept_gaps, context_hits, refusal_reason, select_sentences
+from rag_pipeline.query.answer import Answer, RefusalPolicy, best_sentence_coverage, compose, context_hits, refusal_reason, select_sentences
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
-from rag_pipeline.text import asked_part, is_code_term, is_identifier
+from rag_pipeline.text import is_code_term, is_identifier
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
 from rag_pipeline.query.rerank import rerank as rerank_hits
@@ -203,7 +203,7 @@ class RagIndex:
             rankings["translated"] = [(r["chunk_id"], r["score"]) for r in translated]
             rows.update((r["chunk_id"], r) for r in translated)
         scope = self._scope(predicate)
-        terms = query_terms(query) | query_terms(asked_part(query)) | frozenset(translation.terms if translation else ())
+        terms = query_terms(query) | frozenset(translation.terms if translation else ())
         doc_freq = permitted_frequencies(self.chunks, terms, predicate)
         hit_weights = {}
         if mode == "hybrid" and "keyword" in rankings:
@@ -270,9 +270,8 @@ class RagIndex:
         """
         n_docs = scope["rows"]
         keyword_top = [rows[cid] for cid, _ in rankings.get("keyword", [])[:3]]
-        asked = asked_part(query)
         coverage = max(
-            (lexical_coverage(asked, r[s.SEARCH_TEXT_COLUMN], doc_freq, n_docs) for r in keyword_top), default=0.0
+            (lexical_coverage(query, r[s.SEARCH_TEXT_COLUMN], doc_freq, n_docs) for r in keyword_top), default=0.0
         )
         dense = rankings.get("dense", [])
         top_cos = dense[0][1] if dense else 0.0
@@ -345,20 +344,18 @@ class RagIndex:
         """
         hits, (query_vec, evidence, _, doc_freq, n_docs, rendered) = self._retrieve(question, "hybrid", k, principal, where)
         top = context_hits([h.__dict__ for h in hits])
-        asked = asked_part(question)  # coverage and quoting count what an answer must hold, not "多少"/"how many"
-        weights = idf_weights(query_terms(asked), doc_freq, n_docs)
+        weights = idf_weights(query_terms(question), doc_freq, n_docs)
         # rendered = (concept groups, weights) of the dictionary translation: its share one sentence holds
         evidence = {
             **evidence,
-            "sentence_coverage": round(best_sentence_coverage(asked, top, weights), 3),
-            **concept_gaps(asked, top, weights),
-            "translated_sentence_coverage": round(best_sentence_coverage(asked, top, rendered[1], rendered[0]), 3) if rendered else 0.0,
+            "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3),
+            "translated_sentence_coverage": round(best_sentence_coverage(question, top, rendered[1], rendered[0]), 3) if rendered else 0.0,
         }
         reason = refusal_reason(evidence, self.policy)
         if reason:
             return Answer(question, "", True, reason, [], evidence)
         picked = select_sentences(
-            asked, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
+            question, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
             cross_lingual=bool(evidence.get("cross_lingual")),
         )
         text, citations = compose(picked, top)
