@@ -13,6 +13,7 @@ import numpy as np
 
 from rag_pipeline.chunking import HEADING_SEPARATOR, TokenBudget, chunk_cache_key, chunk_document
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 from rag_pipeline.ingest.document import ParsedDocument
@@ -168,16 +169,17 @@ def chunks(
     fresh = {}
     note = f"{reused} from the chunk cache" if reused else ""
     with Progress("chunk", len(missing), "documents", log=context.log.info, note=note) as progress:
-        budget = TokenBudget.for_encoder(rag.encoder()) if missing else None  # loads the tokenizer
+        budget = TokenBudget.for_encoder(rag.encoder()) if missing else None  # the only use of the tokenizer
         for key, doc_id, outcome in missing:
             records = chunk_document(doc_id, outcome_from_json(outcome), settings.chunking, budget)
             fresh[key] = (records, [budget.count(c.embed_text) for c in records])
             progress.advance()
-    fresh_rows = staging.chunk_cache_rows(fresh)
+    fresh_rows = staging.chunk_cache_rows(fresh, budget.model_limit if budget else None)
     lake.add_chunks(fresh_rows)
-    table, tokens = staging.chunks_from_cache(pa.concat_tables([cached, fresh_rows]), keys)
+    found = pa.concat_tables([cached, fresh_rows])
+    table, tokens = staging.chunks_from_cache(found, keys)
     tokens = tokens.to_numpy() if len(tokens) else np.zeros(1, dtype=np.int32)
-    model_limit = rag.encoder().passage_token_limit
+    model_limit = pc.max(found.column("model_limit")).as_py()  # one model in the key: one limit
     context.add_output_metadata(
         {
             "chunks": table.num_rows,
@@ -189,7 +191,7 @@ def chunks(
             "model_token_limit": model_limit,
             "tokens_median": float(np.median(tokens)),
             "tokens_max": int(tokens.max()),
-            "over_model_limit": int((tokens > model_limit).sum()),
+            "over_model_limit": int((tokens > model_limit).sum()) if model_limit else 0,
             "sample": _md_table(
                 ["chunk_id", "page", "heading", "text"],
                 [

@@ -115,5 +115,6 @@ def chunk_cache_schema() -> pa.Schema:
             pa.field("page", pa.list_(pa.int32())),
             pa.field("fingerprint", pa.list_(pa.string())),
             pa.field("tokens", pa.list_(pa.int32())),  # model tokens of embed_text, for the chunks metadata
+            pa.field("model_limit", pa.int32()),  # tokens the model reads: a fully cached run loads no tokenizer
         ]
     )

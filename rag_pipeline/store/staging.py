@@ -126,13 +126,13 @@ def chunks_from_table(table: pa.Table) -> list[Chunk]:
     return [Chunk(**{**row, "heading_path": tuple(row["heading_path"])}) for row in table.to_pylist()]
 
 
-def chunk_cache_rows(per_document: dict[str, tuple[list[Chunk], list[int]]]) -> pa.Table:
+def chunk_cache_rows(per_document: dict[str, tuple[list[Chunk], list[int]]], model_limit: int | None) -> pa.Table:
     """Chunk cache rows: per document key, its chunks and their token counts as parallel lists."""
     rows = []
     for key, (chunks, tokens) in per_document.items():
         columns = {name: [getattr(c, name) for c in chunks] for name in CHUNKS_SCHEMA.names}
         columns["heading_path"] = [list(path) for path in columns["heading_path"]]
-        rows.append({"cache_key": key, **columns, "tokens": [int(n) for n in tokens]})
+        rows.append({"cache_key": key, **columns, "tokens": [int(n) for n in tokens], "model_limit": model_limit})
     return pa.Table.from_pylist(rows, schema=s.chunk_cache_schema())
 
 

@@ -33,9 +33,9 @@ def test_chunks_from_the_lake_cache_equal_fresh_chunking_in_document_order(tmp_p
     expected = staging.chunks_to_table([c for d in docs for c in fresh[d]])
     keys = {d: chunk_cache_key(d, outcome_to_json(doc), SETTINGS, "m1") for d, doc in docs.items()}
     lake = Lake(tmp_path / "lake")
-    first = staging.chunk_cache_rows({keys[d]: (fresh[d], [approx_tokens(c.embed_text) for c in fresh[d]]) for d in ("d3", "d1")})
+    first = staging.chunk_cache_rows({keys[d]: (fresh[d], [approx_tokens(c.embed_text) for c in fresh[d]]) for d in ("d3", "d1")}, 512)
     lake.add_chunks(first)
-    lake.add_chunks(staging.chunk_cache_rows({keys[d]: (fresh[d], [7] * len(fresh[d])) for d in ("d4", "d2")}))
+    lake.add_chunks(staging.chunk_cache_rows({keys[d]: (fresh[d], [7] * len(fresh[d])) for d in ("d4", "d2")}, 512))
     order = [keys[d] for d in docs]
     cached = lake.cached_chunks(order)
     assert cached.num_rows == 4 and lake.cached_chunks(["nope"]).num_rows == 0
