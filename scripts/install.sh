@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install everything rag_pipeline needs, idempotently: Debian packages (tesseract with English
-# and Simplified Chinese, poppler), a virtualenv in .venv with the project, and the default
+# Install everything rag_pipeline needs, idempotently: Debian packages (tesseract with English,
+# Simplified Chinese and the vertical Chinese models, poppler), a virtualenv in .venv with the project, and the default
 # embedding model built offline into data/models. Safe to re-run; a second run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,8 +13,10 @@ if command -v tesseract >/dev/null; then
   langs="$(tesseract --list-langs 2>/dev/null || true)"
   grep -qx eng <<<"$langs" || need_apt+=(tesseract-ocr-eng)
   grep -qx chi_sim <<<"$langs" || need_apt+=(tesseract-ocr-chi-sim)
+  grep -qx chi_sim_vert <<<"$langs" || need_apt+=(tesseract-ocr-chi-sim-vert)
+  grep -qx chi_tra_vert <<<"$langs" || need_apt+=(tesseract-ocr-chi-tra-vert)
 else
-  need_apt+=(tesseract-ocr-eng tesseract-ocr-chi-sim)
+  need_apt+=(tesseract-ocr-eng tesseract-ocr-chi-sim tesseract-ocr-chi-sim-vert tesseract-ocr-chi-tra-vert)
 fi
 # The browser test of the Dagster UI needs Chromium; only the test command asks for it.
 if [ "${RAG_INSTALL_TEST_TOOLS:-0}" = 1 ] && ! command -v chromium >/dev/null; then

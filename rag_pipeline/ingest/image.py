@@ -48,7 +48,7 @@ def ocr_frames(
 
     Returns ``(word_count, confidence_sum, warnings, pages)`` so callers can aggregate a
     word-weighted document confidence; ``pages`` holds one ``{"page", "confidence",
-    "words", "rotation"}`` entry per page read (see ``ParsedDocument.ocr_pages``). Each
+    "words", "rotation"}`` entry per page read (``"vertical": True`` when read as vertical Chinese) (see ``ParsedDocument.ocr_pages``). Each
     block carries its page's mean confidence. A page that times out is skipped with a
     warning; a page read turned says so in the warnings.
     """
@@ -63,11 +63,12 @@ def ocr_frames(
         conf_sum += result.confidence_sum
         pages.append(
             {"page": page_no, "confidence": round(result.confidence, 1), "words": result.word_count,
-             "rotation": result.rotation}
+             "rotation": result.rotation} | ({"vertical": True} if result.vertical else {})
         )
-        if result.rotation:
+        if result.rotation or result.vertical:
+            how = "as vertical Chinese" if result.vertical else f"turned {result.rotation} degrees"
             notes.append(
-                f"page {page_no}: read turned {result.rotation} degrees (confidence by turn: "
+                f"page {page_no}: read {how} (confidence by reading: "
                 + ", ".join(f"{turn}: {conf:g}" for turn, conf in result.tried) + ")"
             )
         for para in result.paragraphs:

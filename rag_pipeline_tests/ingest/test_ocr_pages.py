@@ -5,6 +5,7 @@ Real scans from data/sample/scans turned with PIL at test time, real tesseract a
 
 from __future__ import annotations
 
+import difflib
 import shutil
 import subprocess
 from pathlib import Path
@@ -139,3 +140,28 @@ def test_tesseract_children_run_single_threaded():
     import rag_pipeline.ingest.ocr  # noqa: F401  (installs the child environment)
 
     assert pt.subprocess_args()["env"]["OMP_THREAD_LIMIT"]
+
+
+# The columns of ../shared/corpus/image/text_vertical_words.png, right to left, read by eye.
+VERTICAL_COLUMNS = ["有評是是非非之士師也", "是非不得問之人要取之", "巳取之時不參一人見而"]
+
+
+@pytest.mark.skipif(not {"chi_tra_vert", "chi_sim_vert"} <= _langs(), reason="tesseract's vertical Chinese models are needed")
+def test_vertical_chinese_page_is_read_in_columns(shared_corpus):
+    """A classical page printed in vertical columns: read horizontally it is specks (confidence
+    ~26); the vertical models read it, confidently enough to be indexed, and say so."""
+    doc = parse_image(shared_corpus / "image" / "text_vertical_words.png")
+    page = doc.ocr_pages[0]
+    assert page.get("vertical") is True
+    assert page["confidence"] >= 60  # RAG_OCR_MIN_CONFIDENCE's default: the page is kept
+    truth = "".join(VERTICAL_COLUMNS)
+    matcher = difflib.SequenceMatcher(None, truth, doc.text.replace(" ", ""))
+    assert sum(b.size for b in matcher.get_matching_blocks()) / len(truth) >= 0.6  # 0.70 measured; horizontally 0.0
+    assert "是非不得問之人要取之" in doc.text.replace(" ", "")
+    assert any("read as vertical Chinese" in w for w in doc.warnings)
+
+
+def test_a_horizontal_page_is_not_read_as_vertical(shared_corpus):
+    """The vertical models score a badly read horizontal page low; the horizontal reading stays."""
+    doc = parse_image(shared_corpus / "image" / "ch_en_num.jpg")
+    assert not any(p.get("vertical") for p in doc.ocr_pages)
