@@ -71,6 +71,11 @@ class BlockBuilder:
         for kind, text in fold_table(rows, header=header):
             self.add(text, kind, page=page, sheet=sheet)
 
+    def add_sheet(self, rows: Sequence[Sequence[object]], *, page: int | None = None, sheet: str | None = None) -> None:
+        """Append a worksheet's stacked tables (see :func:`fold_sheet`)."""
+        for kind, text in fold_sheet(rows):
+            self.add(text, kind, page=page, sheet=sheet)
+
 
 def _is_header(row: Sequence[str], following: Sequence[Sequence[str]]) -> bool:
     """A header has >= 2 labels, mostly non-numeric, and about as many cells as the data."""
@@ -125,6 +130,54 @@ def fold_table(
             parts.append(f"{name}: {value}" if name and name != value else value)
         out.append(("table_row", "; ".join(parts)))
     return out
+
+
+def fold_sheet(rows: Sequence[Sequence[object]]) -> list[tuple[BlockKind, str]]:
+    """A worksheet as the tables stacked in it: each folded under its own header.
+
+    Blank rows cut the sheet into regions. A region whose top rows hold a header (see
+    :func:`fold_table`) starts a new table; one without (data after a blank spacer row) goes
+    on under the header above it. A header with nothing under it before the next blank row
+    (header, blank, data: common in finance sheets) waits for the region below; if none comes
+    it is kept as a paragraph. Regions of one-cell rows (titles, notes) are paragraphs.
+    Without this a second table was folded under the first one's header labels.
+    """
+    out: list[tuple[BlockKind, str]] = []
+    header: list[str] | None = None  # the raw header row of the table being folded
+    waiting = False  # `header` has no data under it yet
+    for region in _regions(rows):
+        cleaned = [[squash(str(c)) if c is not None else "" for c in r] for r in region]
+        if all(sum(1 for c in r if c) <= 1 for r in cleaned):
+            out += [("paragraph", " ".join(c for c in r if c)) for r in cleaned]
+            continue
+        own = next((i for i, r in enumerate(cleaned[:10]) if _is_header(r, cleaned[i + 1 :])), None)
+        if own is None and header is not None:
+            out += fold_table(region, header=header)
+            waiting = False
+            continue
+        if waiting:
+            out.append(("paragraph", " ".join(c for c in header if c)))
+        if own is not None and own == len(cleaned) - 1:
+            out += [("paragraph", " ".join(c for c in r if c)) for r in cleaned[:own]]
+            header, waiting = [str(c) if c is not None else "" for c in region[own]], True
+            continue
+        out += fold_table(region)
+        header = [str(c) if c is not None else "" for c in region[own]] if own is not None else None
+        waiting = False
+    if waiting:
+        out.append(("paragraph", " ".join(c for c in header if c)))
+    return out
+
+
+def _regions(rows: Sequence[Sequence[object]]) -> list[list[Sequence[object]]]:
+    """Runs of rows with at least one non-blank cell."""
+    regions: list[list[Sequence[object]]] = [[]]
+    for row in rows:
+        if any(c is not None and squash(str(c)) for c in row):
+            regions[-1].append(row)
+        elif regions[-1]:
+            regions.append([])
+    return [r for r in regions if r]
 
 
 def _join_plain(cells: Sequence[str]) -> str:

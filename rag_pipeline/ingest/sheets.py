@@ -68,7 +68,7 @@ def _rows(ws) -> list[list[str]]:  # type: ignore[no-untyped-def]
 
 def parse_xlsx(path: Path) -> ParsedDocument:
     """Parse every worksheet: ``sheet`` = its name, ``page`` = its 1-based position,
-    heading_path = (sheet name,), rows folded with the sheet's header row.
+    heading_path = (sheet name,), each table stacked in the sheet folded with its own header row.
 
     data_only returns the values Excel last calculated instead of formulas. Files up to
     5 MB (50 MB unpacked) are loaded fully so that a vertically merged cell (a group
@@ -88,7 +88,7 @@ def parse_xlsx(path: Path) -> ParsedDocument:
             if getattr(ws, "sheet_state", "visible") != "visible":
                 notes.append(f"sheet {ws.title!r} is hidden (included)")
             builder.reset_headings([ws.title])
-            builder.add_table(_rows(ws), page=index, sheet=ws.title)
+            builder.add_sheet(_rows(ws), page=index, sheet=ws.title)
         title = (workbook.properties.title or "").strip() or None
     finally:
         if read_only:

@@ -289,6 +289,27 @@ def test_xlsx_sheet_names_pages_and_merged_cells():
     assert "OS-Rev.and results 30 06 2023" in {b.sheet for b in d.blocks}
 
 
+def test_xlsx_tables_stacked_in_one_sheet_keep_their_own_headers():
+    """xlsx_01's Sheet2 holds a second table four blank rows under the first, in other columns;
+    it was folded under the first table's labels ("col-3: col-1")."""
+    rows = [b.text for b in doc("xlsx/xlsx_01.xlsx").blocks if b.sheet == "Sheet2"]
+    assert rows[-4:] == ["col-1: 1; col-2: 2; col-3: 3", "col-1: 2; col-2: 4; col-3: 6",
+                         "col-1: 3; col-2: 6; col-3: 9", "col-1: 4; col-2: 8; col-3: 12"]
+    assert not any(r.startswith("col-3: col-1") for r in rows)
+
+
+def test_xlsx_header_blank_row_then_data_and_a_second_year_below():
+    """Nestlé's segment sheet: title, header, blank row, data; then the 2022 table under it.
+    Each data row carries the header; the second table's title is kept as text."""
+    blocks = [b for b in doc("xlsx/2023-half-year-analyses-by-segment.xlsx").blocks if b.sheet == "OS-Rev.and results 30 06 2023"]
+    texts = [b.text for b in blocks]
+    zone_na = [t for t in texts if t.startswith("Zone NA;")]
+    assert [t.split("; ")[1] for t in zone_na] == ["Sales (a): 12553", "Sales (a): 12138"]  # 2023, then 2022
+    second = texts.index("In millions of CHF January–June 2022")
+    assert blocks[second].kind == "paragraph" and texts.index(zone_na[1]) > second
+    assert any(b.kind == "paragraph" and b.text.startswith("(a) Inter-segment sales") for b in blocks)
+
+
 def test_csv_utf16_and_title_row():
     d = doc("csv/stanley-cups-utf-16.csv")
     assert [b.text for b in d.blocks] == [

@@ -8,7 +8,7 @@ import zipfile
 import pytest
 from PIL import Image, ImageDraw
 
-from rag_pipeline.ingest.blocks import fold_table
+from rag_pipeline.ingest.blocks import fold_sheet, fold_table
 from rag_pipeline.ingest.document import TransientFailure, UnreadableDocument
 from rag_pipeline.ingest.encoding import decode_bytes
 from rag_pipeline.ingest.language import detect_language, is_cjk, is_han
@@ -177,3 +177,21 @@ def test_rendered_english_image_ocr(tmp_path):
     d = parse_file(path)
     assert d.ocr_used and d.format == "image" and d.page_count == 1
     assert "revenue" in d.text.lower() and d.ocr_confidence > 60
+
+
+def test_fold_sheet_regions():
+    rows = [
+        ["Report"], [],
+        ["Item", "Qty", "Price"], [],           # header, blank spacer, data: the data keeps the header
+        ["Bolt", 4, 2.5], ["Nut", 10, 0.1], [],
+        ["Code", "Meaning"],                    # a second table: its own labels
+        ["E-1", "jam"], [],
+        ["Owner", "Since"],                     # a header with nothing under it is kept as text
+    ]
+    assert fold_sheet(rows) == [
+        ("paragraph", "Report"),
+        ("table_row", "Item: Bolt; Qty: 4; Price: 2.5"),
+        ("table_row", "Item: Nut; Qty: 10; Price: 0.1"),
+        ("table_row", "Code: E-1; Meaning: jam"),
+        ("paragraph", "Owner Since"),
+    ]
