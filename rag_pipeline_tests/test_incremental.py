@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from rag_pipeline.embedding.encoder import ModelMismatchError
+from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.embedding.encoder import ModelMismatchError, load_encoder
 from rag_pipeline.query import RagIndex
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -21,7 +22,9 @@ def _documents(lake):
 
 
 def test_unchanged_corpus_parses_nothing_and_embeds_nothing(work):
+    load_encoder.cache_clear()  # as in a fresh process: the built-in model's weights load on first use
     report = run_index(work / "raw", work / "lake")
+    assert RagSettingsResource(raw_dir=str(work / "raw"), lake_dir=str(work / "lake")).encoder()._model is None  # nor its tokenizer
     assert report["success"]
     assert report["parsed_documents"]["parsed_now"] == 0
     assert report["embeddings"]["embedded"] == 0
