@@ -43,23 +43,20 @@ TURNS = {0: None, 90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180
 LANG = "eng+chi_sim"
 
 
-def trigram_recall(reference: str, candidate: str) -> float:
-    def grams(text: str) -> set[str]:
-        s = "".join(text.split()).lower()
-        return {s[i : i + 3] for i in range(len(s) - 2)}
+def _grams(text: str) -> set[str]:
+    s = "".join(text.split()).lower()
+    return {s[i : i + 3] for i in range(len(s) - 2)}
 
-    ref = grams(reference)
-    return len(ref & grams(candidate)) / len(ref) if ref else 0.0
+
+def trigram_recall(reference: str, candidate: str) -> float:
+    ref = _grams(reference)
+    return len(ref & _grams(candidate)) / len(ref) if ref else 0.0
 
 
 def line_recall(reference: str, candidate: str) -> float:
     """trigram_recall with the reference taken line by line: no trigram across a line end."""
-    def grams(text: str) -> set[str]:
-        s = "".join(text.split()).lower()
-        return {s[i : i + 3] for i in range(len(s) - 2)}
-
-    wanted = set().union(*map(grams, reference.splitlines())) if reference.strip() else set()
-    return len(wanted & grams(candidate)) / len(wanted) if wanted else 0.0
+    wanted = set().union(*map(_grams, reference.splitlines())) if reference.strip() else set()
+    return len(wanted & _grams(candidate)) / len(wanted) if wanted else 0.0
 
 
 def _text(page) -> str:

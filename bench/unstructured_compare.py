@@ -59,7 +59,7 @@ os.environ.setdefault("UNSTRUCTURED_DISABLE_NOTICE", "1")
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
 from lxml import etree, html as lxml_html  # noqa: E402
-from parse_fidelity import CORPUS, REPO, trigram_recall  # noqa: E402
+from parse_fidelity import CORPUS, REPO, _grams, trigram_recall  # noqa: E402
 
 from rag_pipeline.ingest.language import CJK_CLASS  # noqa: E402
 
@@ -203,11 +203,6 @@ REFERENCES = {"pdf": ref_pdf, "docx": ref_docx, "pptx": ref_pptx, "xlsx": ref_xl
 
 
 # ---------------------------------------------------------------- measures
-def _grams(text: str) -> set[str]:  # parse_fidelity.trigram_recall's normalization, per segment
-    s = "".join(text.split()).lower()
-    return {s[i : i + 3] for i in range(len(s) - 2)}
-
-
 def _segment_grams(segments: list[str]) -> set[str]:
     return set().union(*map(_grams, segments)) if segments else set()
 
