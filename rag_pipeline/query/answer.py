@@ -12,7 +12,6 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 
-from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.query.retrieve import query_term_groups
 from rag_pipeline.text import search_tokens
 
@@ -127,11 +126,6 @@ _RULE_LINE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
 MAX_CHUNKS_PER_DOCUMENT = 2  # post-rank rule of the reference design: the context is not one document's echo
 NEAR_DUPLICATE_JACCARD = 0.8  # chunks whose search terms overlap this much say the same thing: keep the better-ranked
 CONTEXT_CHUNKS = 3  # chunks the extractive answer quotes from
-# A dictionary rendering matches more loosely than the question's own words ("hours" for 小时
-# matches any schedule): an other-language sentence's share of the rendered concepts counts a
-# quarter. Fitted on the sample golden set's fit half (quote holds the answer, every question
-# answered: 0 -> 0.667, 0.25 -> 0.741, 0.5 -> 0.722, 1 -> 0.648); bench/README.md, "Quoting across languages".
-RENDERED_SHARE_DISCOUNT = 0.25
 
 
 def _cells(line: str) -> list[str]:
@@ -258,7 +252,6 @@ def select_sentences(
     dense_scores=None,
     max_sentences: int = 2,
     cross_lingual: bool = False,
-    translated=None,
 ) -> list[tuple[int, str]]:
     """Pick the sentences of the top hits that hold most of the question's weighted terms.
 
@@ -273,18 +266,11 @@ def select_sentences(
     `dense_scores(sentences)` — the embedding similarity, which costs an encode — decides: shared
     terms across languages are names and numbers, not the asked fact (XQuAD en→zh: the quote held
     the answer 0.10 of the time by terms). Without it the best-ranked chunk's first sentences are quoted.
-    `translated` = (concept groups, weights, language) of the question's dictionary rendering: a
-    sentence in that language is scored by the share of the rendered concepts it holds, as a
-    same-language sentence is by the question's own terms — otherwise an English datasheet
-    ranked first for "X-2000 的防护等级是多少？" is quoted by its title, the one sentence sharing
-    a term (the code) with the Chinese question, and "IP54" is never quoted.
     """
     candidates = candidate_sentences(hits)
     if not candidates:
         return []
     groups, found, scores = _sentence_coverages(query_term_groups(question), candidates, term_weights)
-    if translated and not cross_lingual:
-        groups, found, scores = _with_rendered(groups, found, scores, candidates, term_weights, translated)
     if cross_lingual or max(scores, default=0.0) <= 0.0:
         if dense_scores is not None:
             scores = [float(x) for x in dense_scores([unit for _, _, unit in candidates])]
@@ -302,27 +288,6 @@ def select_sentences(
         picked.append(best)
         covered = [max(c, f) for c, f in zip(covered, found[best])]
     return [(candidates[n][0], candidates[n][2]) for n in picked]
-
-
-def _with_rendered(groups, found, scores, candidates, term_weights, translated):
-    """Other-language sentences found and scored on the rendered concepts, as shares.
-
-    Found weights become shares of their question (own or rendered) so greedy gains compare
-    across the two; own groups and rendered groups are kept apart (a code is in both).
-    """
-    rendered_groups, rendered_weights, language = translated
-    _, rendered_found, rendered_scores = _sentence_coverages(rendered_groups, candidates, rendered_weights)
-    own_total = sum(max(term_weights.get(t, 0.0) for t in members) for members in groups) or 1.0
-    rendered_total = sum(max(rendered_weights.get(t, 0.0) for t in members) for members in rendered_groups) or 1.0
-    merged_found, merged_scores = [], []
-    for (_, _, unit), own, other, own_score, other_score in zip(candidates, found, rendered_found, scores, rendered_scores):
-        if detect_language(unit) == language:
-            merged_found.append([0.0] * len(own) + [RENDERED_SHARE_DISCOUNT * f / rendered_total for f in other])
-            merged_scores.append(RENDERED_SHARE_DISCOUNT * other_score)
-        else:
-            merged_found.append([f / own_total for f in own] + [0.0] * len(other))
-            merged_scores.append(own_score)
-    return tuple(groups) + tuple(rendered_groups), merged_found, merged_scores
 
 
 _MARKER = re.compile(r"\[(\s*\d+\s*)\]")

@@ -210,9 +210,7 @@ class RagIndex:
             hit_weights["keyword"] = self._keyword_weights(
                 query, [rows[cid] for cid, _ in rankings["keyword"]], doc_freq, scope["rows"]
             )
-        rendered = (
-            (translation.groups, rendering_weights(translation.terms, doc_freq, scope["rows"]), translation.target) if translation else None
-        )
+        rendered = (translation.groups, rendering_weights(translation.terms, doc_freq, scope["rows"])) if translation else None
         if "translated" in rankings:
             hit_weights["translated"] = {
                 cid: TRANSLATED_ARM_WEIGHT * coverage_weight(
@@ -347,7 +345,7 @@ class RagIndex:
         hits, (query_vec, evidence, _, doc_freq, n_docs, rendered) = self._retrieve(question, "hybrid", k, principal, where)
         top = context_hits([h.__dict__ for h in hits])
         weights = idf_weights(query_terms(question), doc_freq, n_docs)
-        # rendered = (concept groups, weights, target language) of the dictionary translation
+        # rendered = (concept groups, weights) of the dictionary translation: its share one sentence holds
         evidence = {
             **evidence,
             "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3),
@@ -358,7 +356,7 @@ class RagIndex:
             return Answer(question, "", True, reason, [], evidence)
         picked = select_sentences(
             question, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
-            cross_lingual=bool(evidence.get("cross_lingual")), translated=rendered,
+            cross_lingual=bool(evidence.get("cross_lingual")),
         )
         text, citations = compose(picked, top)
         answer = Answer(question, text, False, "answered from the cited passages", citations, {**evidence, "generator": "extractive"})
