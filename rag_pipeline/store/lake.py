@@ -391,8 +391,14 @@ class Lake:
             "lake_bytes_after": _disk_bytes(self.lake_dir),
         }
 
-    def _prune_staging(self, keep_runs: int = 2) -> int:
-        """Remove stage outputs of old runs, except what a run on this lake may still read."""
+    def _prune_staging(self, keep_runs: int = 1) -> int:
+        """Remove stage outputs of old runs, except what a run on this lake may still read.
+
+        Kept: the newest run (housekeeping is its last step) and every run a `latest` pointer
+        names (assets it did not re-materialize are read from there). An older run's outputs
+        served only a re-execution of that run, which a newer successful run supersedes; they
+        were half the lake after 30 nightly runs (bench/disk_growth.py).
+        """
         root = self.lake_dir / "staging"
         runs = root / "runs"
         if not runs.is_dir():
