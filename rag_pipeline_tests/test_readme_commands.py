@@ -9,7 +9,9 @@ The commands run literally as written (bash -c) from a scratch copy of the proje
 path such as `data/tokens.json` lands in the scratch folder; `RAG_LAKE_DIR` and `DAGSTER_HOME` point
 at copies of the session's indexed sample (`indexed_sample`), never at the repo's data/. Each must
 exit 0 with no traceback, no DagsterHomeNotSetError and no "Found a dagster instance configuration"
-warning. The ```python blocks run too, with "data/lake" pointed at the copy.
+warning. The ```python blocks run too, with "data/lake" pointed at the copy. `rag generations
+rollback` / `promote N` run on a lake of their own that serves a second generation made by a real
+`rag index` after one file changed (`generations_env`), and must leave served what they say.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ RUN = (
     ".venv/bin/rag search ",
     ".venv/bin/rag status",
     ".venv/bin/rag generations",  # bare: the list (exact match, see _classify)
+    ".venv/bin/rag generations rollback",  # on a lake with two real generations (GENERATION_CHANGES)
+    ".venv/bin/rag generations promote ",
     ".venv/bin/rag generations prune ",
     ".venv/bin/python -m rag_pipeline.serve.tokens add ",
     "bash scripts/dagster.sh schedule list ",
@@ -54,15 +58,16 @@ SKIPPED = {
     "bash scripts/test.sh": "runs the whole test suite, this file included (it is what CI runs)",
     ".venv/bin/rag serve ": "a long-running HTTP server; rag_pipeline_tests/serve/ starts it and queries it",
     "curl ": "needs a running `rag serve` and a $TOKEN; rag_pipeline_tests/serve/ sends these requests",
-    ".venv/bin/rag generations rollback": "needs a previously served generation (a second index run); "
-    "test_incremental.py rolls back on a real lake",
-    ".venv/bin/rag generations promote ": "needs generation 7 to exist; test_incremental.py promotes on a real lake",
     "bash scripts/dagster_ui.sh": "a long-running server; test_dagster_ui_starts_without_instance_warning "
     "starts it until it serves",
     ".venv/bin/jupyter notebook ": "starts a notebook server and a browser; test_jupyter_notebook_is_installed "
     "checks the command, test_notebook.py runs the notebook on a real kernel",
     ".venv/bin/python bench/suite.py": "the benchmarks (minutes to hours); test_bench_smoke.py runs --smoke",
 }
+
+# Commands that change the served generation: run on their own lake holding two generations, each
+# made by a real `rag index` (the indexed sample, then one edited file), never on `readme_env`'s.
+GENERATION_CHANGES = (".venv/bin/rag generations rollback", ".venv/bin/rag generations promote ")
 
 BAD_OUTPUT = (
     "Traceback (most recent call last)",
@@ -159,12 +164,60 @@ def _repo_data_snapshot() -> set[str]:
     return names
 
 
+@pytest.fixture(scope="module")
+def generations_env(indexed_sample, tmp_path_factory) -> dict:
+    """Like `readme_env`, but its lake serves generation 2 and generation 1 was served before it:
+    the indexed sample's lake, raw folder and Dagster home copied, one file edited, and a real
+    `rag index` process run on the copy (golden set off: only the edited file is parsed and
+    embedded, ~15 s). So `rag generations rollback` / `promote N` have something to act on."""
+    assert indexed_sample["exit_code"] == 0
+    root = _scratch_root(tmp_path_factory.mktemp("readme_generations"))
+    lake, home, raw = root / "lake", root / "dagster_home", root / "raw"
+    shutil.copytree(indexed_sample["lake"], lake, symlinks=True)
+    shutil.copytree(indexed_sample["dagster_home"], home, symlinks=True)
+    shutil.copytree(indexed_sample["raw"], raw, symlinks=True)
+    with open(raw / "handbook" / "notes.txt", "a", encoding="utf-8") as fh:
+        fh.write("\nQ: When does the canteen close on Fridays?\nA: At 15:00.\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env.update(
+        RAG_LAKE_DIR=str(lake), RAG_RAW_DIR=str(raw), DAGSTER_HOME=str(home),
+        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1",
+    )
+    proc = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "rag"), "index", "--json"], cwd=root, capture_output=True, text=True, timeout=900,
+        env={**env, "RAG_GOLDEN_FILE": "none"},
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout)
+    assert report["updated"] == 1 and report["new_generation"] and report["served_generation"] == 2, report
+    return {"root": root, "env": env, "lake": lake, "home": home}
+
+
+def _served(lake: Path) -> int:
+    return json.loads((lake / "index_manifest.json").read_text(encoding="utf-8"))["generation"]
+
+
+def _generations(lake: Path) -> list[int]:
+    return sorted(int(p.name[:-5]) for p in (lake / "generations").glob("[0-9]*[0-9].json"))
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=[normalize(c)[:60] for c in COMMANDS])
-def test_readme_command_works_as_written(command, readme_env):
+def test_readme_command_works_as_written(command, readme_env, request):
     kind, reason = _classify(command)
     if kind == "skip":
         pytest.skip(f"not run here: {reason}")
     assert kind == "run", f"unclassified README command: {command}"
+    norm = normalize(command)
+    changes_generation = norm.startswith(tuple(p.strip() for p in GENERATION_CHANGES))
+    if changes_generation:
+        readme_env = request.getfixturevalue("generations_env")
+        served_before, known = _served(readme_env["lake"]), _generations(readme_env["lake"])
+        assert known == [1, 2], known
+        if norm.startswith(GENERATION_CHANGES[1]) and int(norm.split()[3]) not in known:
+            pytest.skip(
+                f"README promotes generation {norm.split()[3]}; the test lake has generations {known} "
+                "(write `promote 2` in README, after the rollback line, and it runs)"
+            )
     before = _repo_data_snapshot()
     proc = subprocess.run(
         ["bash", "-c", command],
@@ -180,7 +233,8 @@ def test_readme_command_works_as_written(command, readme_env):
         assert bad not in output, f"{command} printed {bad!r}:\n{output[-4000:]}"
     assert proc.stdout.strip(), f"{command} printed nothing on stdout"
     assert _repo_data_snapshot() == before, f"{command} wrote into the repo's data/"
-    norm = normalize(command)
+    if changes_generation:
+        _assert_generation_changed(norm, readme_env, served_before, proc.stdout)
     if "serve.tokens add" in norm:
         words = norm.split()
         name = words[words.index("--name") + 1]
@@ -189,6 +243,24 @@ def test_readme_command_works_as_written(command, readme_env):
     if norm.startswith(".venv/bin/rag ask ") and "--json" in norm:
         reply = json.loads(proc.stdout)
         assert set(reply) >= {"answer", "refused", "citations"}
+
+
+def _assert_generation_changed(norm: str, env: dict, served_before: int, stdout: str) -> None:
+    """The command served what it says, and the Dagster instance recorded the change."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    served = _served(env["lake"])
+    if norm.startswith(GENERATION_CHANGES[0]):  # rollback: the other of the two, served before
+        assert served == 3 - served_before, (served_before, served)
+    else:
+        assert served == int(norm.split()[3]), served
+    assert f"now serving generation {served} " in stdout, stdout
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(env["home"]))) as instance:
+        latest = instance.fetch_materializations(dg.AssetKey("published_index"), limit=1).records[0]
+    metadata = {k: v.value for k, v in latest.asset_materialization.metadata.items()}
+    assert metadata["served_generation"] == served and metadata["previous_generation"] == served_before, metadata
+    assert metadata["action"] == f"rag generations {norm.split()[2]}", metadata
 
 
 def _scratch_root(root: Path) -> Path:
