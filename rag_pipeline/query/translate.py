@@ -44,14 +44,33 @@ _BRACKETS = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
 
 @dataclass(frozen=True)
 class Translation:
-    """The question rendered in `target` language: one group of search terms per source concept."""
+    """The question rendered in `target` language: one group of search terms per source concept.
+
+    `sources[i]` holds the question's own search terms that `groups[i]` renders (one word, or the
+    words of a phrase rendered whole: "space station" → 空间站), so a rendering can be traced back
+    to the question word it stands for: a sentence holding 口令 has found "password", and after an
+    English sentence has quoted "password" a Chinese one holding 口令 adds nothing new.
+    """
 
     target: str  # "en" or "zh": the language of the chunks this rendering can match
     groups: tuple[frozenset[str], ...]
+    sources: tuple[frozenset[str], ...] = ()
 
     @property
     def terms(self) -> list[str]:
         return sorted({t for group in self.groups for t in group})
+
+    def aligned(self, own_groups) -> tuple[tuple[frozenset[str], ...], ...]:
+        """Per group of the question's own terms (query_term_groups), the rendering groups of its
+        words — only true renderings: a code kept as it is is already one of the question's terms."""
+        return tuple(
+            tuple(
+                group
+                for group, source in zip(self.groups, self.sources)
+                if source & own and not group <= own
+            )
+            for own in own_groups
+        )
 
 
 def _senses(definition: str) -> list[str]:
@@ -126,6 +145,7 @@ def _parse_dictionary() -> Dictionary:
     return zh_en, en_zh
 
 
+@lru_cache(maxsize=256)
 def translate_query(query: str) -> Translation | None:
     """The question's terms in the other language, or None when nothing could be rendered.
 
@@ -142,10 +162,12 @@ def _zh_to_en(query: str) -> Translation | None:
     zh_en, _ = _dictionary()
     tokens = search_tokens(query)
     groups: list[frozenset[str]] = []
+    sources: list[frozenset[str]] = []
     covered: list[str] = []
     for token in sorted(dict.fromkeys(tokens), key=lambda t: (-len(t), t)):
         if not is_chinese(token):
             groups.append(frozenset([token]))  # codes, numbers, names written in Latin script
+            sources.append(frozenset([token]))
             continue
         if any(token in longer for longer in covered):
             continue  # jieba's search mode also emits the parts of a word already rendered whole
@@ -153,18 +175,21 @@ def _zh_to_en(query: str) -> Translation | None:
         if senses:
             covered.append(token)
             groups.append(frozenset(t for sense in senses for t in sense))
+            sources.append(frozenset([token]))
     rendered = [g for g in groups if any(not is_code_term(t) for t in g)]
-    return Translation("en", tuple(groups)) if rendered else None
+    return Translation("en", tuple(groups), tuple(sources)) if rendered else None
 
 
 def _en_to_zh(query: str) -> Translation | None:
     _, en_zh = _dictionary()
     tokens = search_tokens(query)
     groups: list[frozenset[str]] = []
+    sources: list[frozenset[str]] = []
     i = 0
     while i < len(tokens):
         if is_code_term(tokens[i]) or is_chinese(tokens[i]):
             groups.append(frozenset([tokens[i]]))
+            sources.append(frozenset([tokens[i]]))
             i += 1
             continue
         if len(tokens[i]) < 2:  # a code's letter (the x of X-2000) is no English word
@@ -174,12 +199,13 @@ def _en_to_zh(query: str) -> Translation | None:
             headwords = en_zh.get(tuple(tokens[i : i + size]))
             if headwords:
                 groups.append(frozenset(t for h in headwords for t in _headword_terms(h)))
+                sources.append(frozenset(tokens[i : i + size]))
                 i += size
                 break
         else:
             i += 1
     rendered = [g for g in groups if any(not is_code_term(t) for t in g)]
-    return Translation("zh", tuple(groups)) if rendered else None
+    return Translation("zh", tuple(groups), tuple(sources)) if rendered else None
 
 
 @lru_cache(maxsize=20_000)

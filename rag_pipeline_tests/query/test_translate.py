@@ -63,3 +63,29 @@ def test_translated_coverage_speaks_to_the_gate_only_across_languages():
     policy = RefusalPolicy()
     assert len(policy.weights) == len(GATE_FEATURES)
     assert policy.score({**evidence, "cross_lingual": True}) > policy.score({**evidence, "cross_lingual": True, "translated_sentence_coverage": 0.0})
+
+
+def test_each_rendering_group_keeps_the_question_words_it_came_from():
+    """Concept alignment: a rendering traces back to its question word, so quoting counts the
+    concept once whether a sentence holds the word or its rendering."""
+    from rag_pipeline.query.retrieve import query_term_groups
+
+    question = "How often do I have to change my password?"
+    english = translate_query(question)
+    assert len(english.sources) == len(english.groups)
+    password = english.groups[english.sources.index(frozenset(["password"]))]
+    assert "口令" in password
+    own = query_term_groups(question)
+    aligned = dict(zip(own, english.aligned(own)))
+    assert aligned[frozenset(["password"])] == (password,)
+
+    phrase = translate_query("How fast does the International Space Station travel?")
+    station = next(s for g, s in zip(phrase.groups, phrase.sources) if "太空站" in g)
+    assert station == frozenset(search_tokens("International Space Station"))  # a phrase rendered whole stands for its words
+
+    chinese = translate_query("X-2000 的防护等级是多少？")
+    own = query_term_groups("X-2000 的防护等级是多少？")
+    aligned = dict(zip(own, chinese.aligned(own)))
+    assert any("protect" in g for g in aligned[frozenset(["防护"])])
+    code = next(g for g in own if "x-2000" in g)
+    assert aligned[code] == ()  # a code kept as it is is no rendering: its own spellings find it
