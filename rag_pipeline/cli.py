@@ -21,6 +21,7 @@ class UserError(Exception):
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # the shell's convention for "stopped by Ctrl-C"
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader left
 K_RANGE = {"ask": (1, 50), "search": (1, 500)}  # passages an answer reads; hits a search lists
 MAX_QUERY_CHARS = 2000  # far beyond any question; what the embedding model reads is shorter still
 LABEL_CHARS = 200  # --user, --group, --department values
@@ -410,6 +411,8 @@ def _report_index_run(args, result, check_names, raw: Path, lake: Path) -> int:
     if ok:
         _refresh_quietly(lake)
     rows = check_rows(checks, check_names)
+    # `checks` stays as it always was (passed | FAILED); the verdicts the table shows are added beside it
+    summary["check_verdicts"] = {name: {"verdict": verdict, "detail": detail} for name, verdict, detail in rows}
     _print(summary, args.json, lambda d: format_index_summary(d, rows))
     if busy:
         return EXIT_LAKE_BUSY
@@ -870,12 +873,43 @@ def _check_args(args) -> None:
             raise UserError("say which file: rag quarantine release SOURCE (a path relative to the raw folder)")
         if args.action == "list" and args.source:
             raise UserError("rag quarantine list takes no file; to release one: rag quarantine release SOURCE")
+    _check_eval_and_serve_args(args)
     for name in ("lake", "raw"):
         value = getattr(args, name, None)
         if value is not None and not str(value).strip():
             raise UserError(f"--{name} is empty")
         if value is not None and Path(value).exists() and not Path(value).is_dir():
             raise UserError(f"--{name} {value} is a file, not a folder")
+
+
+def _check_eval_and_serve_args(args) -> None:
+    """The numbers and files of `rag eval`, `rag calibrate` and `rag serve` (their parsers are
+    registered by rag_pipeline.eval.cli / serve.cli), checked before a model or an index loads."""
+    import math
+
+    command = args.command
+    if command in ("eval", "calibrate"):
+        golden = getattr(args, "golden", None)
+        if golden is not None and not Path(golden).is_file():
+            raise UserError(f"--golden {golden}: no such file (a JSONL golden question set)")
+    if command == "eval":
+        if args.dataset is not None and not Path(args.dataset).is_dir():
+            raise UserError(f"--dataset {args.dataset}: no such folder (a BEIR folder: corpus.jsonl, queries.jsonl, qrels/)")
+        if args.queries is not None and not Path(args.queries).is_file():
+            raise UserError(f"--queries {args.queries}: no such file")
+        if args.k < 1:
+            raise UserError(f"-k must be at least 1, got {args.k}")
+        if args.limit_queries is not None and args.limit_queries < 1:
+            raise UserError(f"--limit-queries must be at least 1, got {args.limit_queries}")
+    if command == "calibrate":
+        cost = args.false_answer_cost
+        if not math.isfinite(cost) or cost <= 0:
+            raise UserError(f"--false-answer-cost must be a positive number (1 weighs both errors alike), got {cost}")
+    if command == "serve":
+        if not 0 < args.port < 65536:
+            raise UserError(f"--port must be from 1 to 65535, got {args.port}")
+        if args.workers < 1:
+            raise UserError(f"--workers must be at least 1, got {args.workers}")
 
 
 # Errors a user can fix, by module: matched only when their module is already imported (an
@@ -907,7 +941,27 @@ def _sigterm_as_interrupt():
     return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _quiet_stdout() -> None:
+    """Point fd 1 at /dev/null, so that flushing stdout at exit does not fail a second time."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `rag status | head -3`, `rag --help | head`: the reader has what it wanted
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         _check_utf8(argv)

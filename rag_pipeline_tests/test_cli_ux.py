@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -75,6 +76,11 @@ BAD_INPUT = [
     pytest.param(["quarantine", "list", "a.pdf"], "takes no file", id="quarantine-list-with-file"),
     pytest.param(["quarantine", "release", "  "], "say which file", id="release-blank"),
     pytest.param(["status", "--frobnicate"], "unrecognized arguments", id="status-unknown-option"),
+    pytest.param(["eval", "--golden", "/nonexistent/golden.jsonl"], "no such file", id="eval-golden-missing"),
+    pytest.param(["eval", "--golden", "-k", "0"], "-k must be at least 1", id="eval-k-zero"),
+    pytest.param(["eval", "--dataset", "/nonexistent/beir"], "no such folder", id="eval-dataset-missing"),
+    pytest.param(["calibrate", "--false-answer-cost", "-1"], "must be a positive number", id="calibrate-negative-cost"),
+    pytest.param(["serve", "--port", "70000"], "--port must be from 1 to 65535", id="serve-port-out-of-range"),
     pytest.param(["frobnicate"], "invalid choice", id="unknown-subcommand"),
 ]
 
@@ -108,6 +114,25 @@ def test_the_same_commands_with_good_input_run(served, argv):
     proc = rag(*argv, "--lake", served["lake"], "--json", env=served["env"])
     assert proc.returncode == 0, _err(proc)[-2000:]
     json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("argv", [["status"], ["generations"], ["quarantine", "list"], ["--help"]])
+def test_a_reader_that_leaves_early_gets_no_traceback(served, argv):
+    """`rag status | head -1`: stdout is a pipe nobody reads any more (closed before rag writes,
+    so the race of a real `head` is decided): no traceback, exit 141 as for any writer the shell
+    sees killed by SIGPIPE (argparse's --help swallows the error itself: exit 0)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        extra = [] if argv == ["--help"] else ["--lake", served["lake"]]
+        proc = subprocess.run(
+            [sys.executable, "-m", "rag_pipeline.cli", *argv, *extra], stdout=write_end, stderr=subprocess.PIPE,
+            env={**os.environ, **served["env"]}, timeout=300, cwd=REPO,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.stderr == b"", proc.stderr.decode(errors="replace")[-2000:]
+    assert proc.returncode == (0 if argv == ["--help"] else 141)
 
 
 # ---------------------------------------------------------------- item 2: interrupts
@@ -209,9 +234,13 @@ def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_
     for i in range(3):
         (raw / f"note_{i}.md").write_text(f"# Note {i}\n\nThe OKAPI procedure, step {i}.\n", encoding="utf-8")
     (tmp_path / "home").mkdir()
-    first = _start_index(tmp_path)
+    first = _start_index(tmp_path, "--progress")  # stderr is a pipe: plain progress lines (issue 19, item 1)
     out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-3000:]
+    assert "\r" not in err and "\x1b" not in err, "no bar drawing when stderr is not a terminal"
+    done = {m.group(1): m.group(0) for m in re.finditer(r"^(\w+): (\d+)/\2 (\w+), .*done in \d.*$", err, re.M)}
+    assert {"parse", "chunk", "fingerprint", "embed", "write"} <= set(done), err[-3000:]
+    assert done["parse"].startswith("parse: 3/3 files, ") and done["chunk"].startswith("chunk: 3/3 documents, ")
     lines = out.splitlines()
     assert lines[0].startswith("rag index succeeded: run ")
     stage_rows = {line.split()[0]: line for line in lines if line.split()[:1] and line.split()[0] in
@@ -232,6 +261,11 @@ def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_
     assert set(data) >= {"run_id", "success", "raw_dir", "lake_dir", "generation", "new_generation", "checks"}
     assert data["new_generation"] is False and data["success"] is True
     assert set(data["checks"].values()) <= {"passed", "FAILED"} and "golden_quality_holds" in data["checks"]
+    # beside it, the verdicts the table shows: a skipped check says skipped, with its reason
+    assert data["check_verdicts"]["golden_quality_holds"] == {
+        "verdict": "skipped", "detail": "no golden set configured (RAG_GOLDEN_FILE=none)"}, data["check_verdicts"]
+    assert data["check_verdicts"]["model_pin_matches"]["verdict"] == "passed"
+    assert set(data["check_verdicts"]) == set(data["checks"])
 
 
 # ---------------------------------------------------------------- item 6: fast start
