@@ -565,6 +565,7 @@ def cmd_status(args) -> int:
     st = _status_from_cache(lake_dir)
     if st is None:  # first look at this generation: read its tables (imports LanceDB)
         st = _refresh_status_cache(lake_dir)
+    st["latest_run"] = _latest_lake_run(lake_dir, st["run_id"])
 
     def fmt(st):
         lines = [
@@ -578,10 +579,90 @@ def cmd_status(args) -> int:
             f"quarantined       {_counts(st['quarantine_by_reason']) or 'none'}",
             f"last run          {_counts(st['last_run_changes'])}",
         ]
+        if st["latest_run"]:
+            lines.append(f"latest run        {_describe_run(st['latest_run'], st['served_generation'])}")
         return "\n".join(lines)
 
     _print(st, args.json, fmt)
     return 0
+
+
+def _latest_lake_run(lake_dir: Path, served_run_id: str | None) -> dict | None:
+    """The run that last took this lake's writer lock, when it is not the run that built what is
+    served: a run interrupted or canceled (from the CLI or the UI), one that failed or was held
+    back by a check, one still running, or an operator job. None when the served generation's own
+    run was the last.
+
+    Every run of index_job (and the promote/rollback jobs) takes the lock before its first step,
+    and the lock file keeps its holder's run id after release; the run's job and status are read
+    from the Dagster instance's run storage (DAGSTER_HOME's SQLite history, read-only with
+    sqlite3: no Dagster import, `rag status` stays fast).
+    """
+    from rag_pipeline.store.lock import LOCK_NAME, is_locked
+
+    try:
+        holder = json.loads((lake_dir / LOCK_NAME).read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return None
+    run_id = holder.get("run_id") if isinstance(holder, dict) else None
+    if not run_id or run_id == served_run_id:
+        return None
+    try:
+        writing = is_locked(lake_dir)
+    except OSError:  # a read-only lake: nobody can be writing it
+        writing = False
+    record = {"run_id": run_id, "job": None, "status": "STARTED" if writing else None,
+              "started": holder.get("since"), "ended": None, "writing_now": writing}
+    found = _dagster_run_row(run_id)
+    if found:
+        record.update(found)
+        if writing and record["status"] in ("CANCELED", "FAILURE", "SUCCESS"):
+            record["writing_now"] = False  # the lock is someone else's since (a CLI promote)
+    return record
+
+
+def _dagster_run_row(run_id: str) -> dict | None:
+    import sqlite3
+    from datetime import datetime, timezone
+
+    from rag_pipeline.config import PROJECT_ROOT, env_str
+
+    home = Path(env_str("DAGSTER_HOME") or PROJECT_ROOT / "data" / "dagster_home")
+    db = home / "history" / "runs.db"
+    if not db.is_file():
+        return None  # no local instance, or run storage elsewhere (Postgres): the lock's word only
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2) as con:
+            row = con.execute(
+                "SELECT pipeline_name, status, start_time, end_time FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None:
+        return None
+
+    def when(epoch):
+        return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds") if epoch else None
+
+    found = {"job": row[0], "status": row[1], "ended": when(row[3])}
+    return found | ({"started": when(row[2])} if row[2] else {})
+
+
+def _describe_run(run: dict, served_generation: int) -> str:
+    job = run["job"] or "a run"
+    status = run["status"]
+    if run["writing_now"]:
+        return f"{job} {run['run_id']} is running (writing the lake since {run['started']})"
+    if status in ("STARTED", "STARTING", "NOT_STARTED", "QUEUED"):  # yet nobody holds the lake
+        return (f"{job} {run['run_id']} ended without a verdict (started {run['started']}; its process is gone, "
+                f"killed?): it promoted nothing, generation {served_generation} keeps serving")
+    if status in ("CANCELED", "CANCELING", "FAILURE"):
+        word = {"CANCELED": "was canceled", "CANCELING": "is being canceled", "FAILURE": "failed"}[status]
+        return (f"{job} {run['run_id']} {word} ({run['ended'] or run['started']}): it promoted nothing, "
+                f"generation {served_generation} keeps serving")
+    if status == "SUCCESS":
+        return f"{job} {run['run_id']} succeeded ({run['ended']})"
+    return f"{job} {run['run_id']} (started {run['started']}; not found in this Dagster instance)"
 
 
 # `rag status` answers from the manifest plus the served generation's row counts by status,

@@ -208,6 +208,22 @@ def test_an_interrupted_index_run_is_canceled_in_dagster_stops_its_workers_and_s
     assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.CANCELED, [r.status for r in runs]
     assert any("rag index" in (e.message or "") for e in instance.all_logs(runs[0].run_id) if e.dagster_event
                and e.dagster_event.event_type_value in ("PIPELINE_CANCELING", "PIPELINE_CANCELED"))
+    # ... and `rag status` says so: the latest run on this lake was canceled, the served one stays
+    _assert_status_names_the_canceled_run(work / "lake", work / "home", runs[0].run_id, served["generation"])
+
+
+def _assert_status_names_the_canceled_run(lake: Path, home: Path, run_id: str, generation: int) -> None:
+    env = {"DAGSTER_HOME": str(home)}
+    as_json = rag("status", "--lake", str(lake), "--json", env=env)
+    assert as_json.returncode == 0, _err(as_json)[-2000:]
+    latest = json.loads(as_json.stdout)["latest_run"]
+    assert latest["run_id"] == run_id and latest["job"] == "index_job", latest
+    assert latest["status"] == "CANCELED" and latest["ended"] and not latest["writing_now"], latest
+    human = rag("status", "--lake", str(lake), env=env)
+    assert human.returncode == 0, _err(human)[-2000:]
+    line = [x for x in human.stdout.decode().splitlines() if x.startswith("latest run")]
+    assert line and f"index_job {run_id} was canceled" in line[0], human.stdout.decode()
+    assert line[0].endswith(f"it promoted nothing, generation {generation} keeps serving"), line
 
 
 def test_an_interrupt_on_a_lake_with_nothing_served_says_so(tmp_path):
@@ -312,6 +328,7 @@ def test_status_answers_from_the_manifest_without_lancedb_and_says_the_same(serv
     assert fast.returncode == 0, fast.stderr[-2000:]
     assert not names & HEAVY, names & HEAVY  # ... the next ones only the manifest
     assert json.loads(fast.stdout) == json.loads(slow.stdout)
+    assert json.loads(fast.stdout)["latest_run"] is None  # the served generation's own run was the last
     # a cache that does not match the served generation's tables is never believed
     cache = json.loads((lake / "status_cache.json").read_text(encoding="utf-8"))
     cache["key"]["table_versions"]["documents"] += 1
