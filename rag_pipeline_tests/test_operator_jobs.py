@@ -253,5 +253,5 @@ def test_operators_release_index_roll_back_promote_and_cancel_from_the_ui(ui):
         # a UI-launched index run logs the same per-step progress as `rag index` (item 1)
         messages = [e.user_message for e in instance.all_logs(indexed) if not e.is_dagster_event]
         assert any(m.startswith("parse: ") and "done in" in m for m in messages), messages
-        assert any(m.startswith("chunk: 1/1 documents, ") and "done in" in m for m in messages), messages  # blank.txt
+        assert any(m.startswith("chunk: ") and "documents" in m and "done in" in m for m in messages), messages
         assert any(m.startswith("embed: ") and "done in" in m for m in messages), messages
