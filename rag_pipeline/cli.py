@@ -849,7 +849,8 @@ EPILOG = """examples:
   rag generations prune --keep 2           drop old generations and LanceDB versions
 
 exit codes: 0 ok, 1 the job or a quality check failed, 2 usage or environment error,
-            3 another run is writing the lake (nothing was changed)
+            3 another run is writing the lake (nothing was changed),
+            130 interrupted (Ctrl-C or SIGTERM; an index run is recorded as canceled in Dagster)
 """
 
 

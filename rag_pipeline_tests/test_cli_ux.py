@@ -301,6 +301,7 @@ def _imported(*argv: str, env: dict | None = None) -> tuple[subprocess.Completed
 def test_help_imports_no_heavy_library():
     proc, names = _imported("--help")
     assert proc.returncode == 0 and "rag index" in proc.stdout
+    assert "130 interrupted" in proc.stdout and "2 usage" in proc.stdout  # the exit codes a script can act on
     assert not names & HEAVY, names & HEAVY
     proc, names = _imported("search", "--help")
     assert proc.returncode == 0 and not names & HEAVY, names & HEAVY
