@@ -782,10 +782,12 @@ def cmd_generations(args) -> int:
                 f"{data['table_versions_removed']} table versions, {data['staging_runs_removed']} staging runs ({freed:.1f} MB freed)"
             )
         if isinstance(data, dict):
-            return f"now serving generation {data['served_generation']} ({data['model']}, {data['counts']})"
+            return f"now serving generation {data['served_generation']} ({data['model']}: {_counts(data['counts'])})"
         lines = [f"{'':2}{'gen':>4}  {'staged at':<26} {'model':<24} counts"]
         for g in data:
-            lines.append(f"{'*' if g['current'] else ' ':2}{g['generation']:>4}  {g['staged_at']:<26} {g['model']:<24} {g['counts']}")
+            lines.append(
+                f"{'*' if g['current'] else ' ':2}{g['generation']:>4}  {g['staged_at']:<26} {g['model']:<24} {_counts(g['counts'])}"
+            )
         return "\n".join(lines)
 
     _print(result, args.json, fmt)

@@ -235,6 +235,8 @@ def test_readme_command_works_as_written(command, readme_env, request):
     assert _repo_data_snapshot() == before, f"{command} wrote into the repo's data/"
     if changes_generation:
         _assert_generation_changed(norm, readme_env, served_before, proc.stdout)
+    if norm.startswith((".venv/bin/rag generations", ".venv/bin/rag status")) and "--json" not in norm:
+        assert "{'" not in proc.stdout, f"a Python dict in the human output:\n{proc.stdout}"
     if "serve.tokens add" in norm:
         words = norm.split()
         name = words[words.index("--name") + 1]
