@@ -4,6 +4,7 @@ Reproduce::
 
     .venv/bin/python bench/pipeline_scale.py --docs 2000 10000 [--seed 16] [--keep]
     .venv/bin/python bench/pipeline_scale.py --docs 100000          # the target size
+    .venv/bin/python bench/pipeline_scale.py --docs 2000 --shards 1 8   # the shard count's effect
 
 For each N it
 
@@ -259,7 +260,7 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
             "peak_rss_single_mb": round(peak["single"] / 2**20, 1), "summary": summary, "stderr_tail": stderr[-1500:]}
 
 
-def bench_size(n: int, seed: int, keep: bool, model_dir: Path) -> dict:
+def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"pipeline_scale_{n}_"))
     raw, lake, home = work / "raw", work / "lake", work / "dagster_home"
     home.mkdir()
@@ -273,6 +274,8 @@ def bench_size(n: int, seed: int, keep: bool, model_dir: Path) -> dict:
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAG_PROGRESS="0")
     env.pop("RAG_RAW_DIR", None)
     env.pop("RAG_LAKE_DIR", None)
+    if shards:
+        env["RAG_SHARDS"] = str(shards)
     runs = {}
     for name in ("first", "noop", "change1pct"):
         changed = change_one_percent(paths, seed) if name == "change1pct" else 0
@@ -284,31 +287,31 @@ def bench_size(n: int, seed: int, keep: bool, model_dir: Path) -> dict:
         r["steps_s"] = step_seconds(home, run_id) if run_id else {}
         runs[name] = r
         s = r["summary"]
-        print(f"[{n}] {name}: rc {r['rc']}, {r['seconds']} s, peak tree RSS {r['peak_rss_tree_mb']} MB, "
+        print(f"[{n}, {shards or 'default'} shards] {name}: rc {r['rc']}, {r['seconds']} s, peak tree RSS {r['peak_rss_tree_mb']} MB, "
               f"lake {r['lake_mb']} MB, chunks {s.get('chunks')}, parsed {s.get('parsed_now')}, "
               f"embedded {s.get('embedded')}, new_generation {s.get('new_generation')}", file=sys.stderr, flush=True)
         if r["rc"] != 0:
             print(r["stderr_tail"], file=sys.stderr)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
-    return {"docs": n, "corpus_mb": round(corpus_mb, 1), "corpus_bytes": chars, "generate_s": round(gen_s, 1),
+    return {"docs": n, "shards": shards, "corpus_mb": round(corpus_mb, 1), "corpus_bytes": chars, "generate_s": round(gen_s, 1),
             "work_dir": str(work) if keep else None, "runs": runs}
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| docs | chunks | run | s | peak RSS tree MB | largest process MB | lake MB | parsed | embedded |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| docs | shards | chunks | run | s | peak RSS tree MB | largest process MB | lake MB | parsed | embedded |",
+             "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for res in results:
         for name, r in res["runs"].items():
             s = r["summary"]
-            lines.append(f"| {res['docs']:,} | {s.get('chunks', '-')} | {name} | {r['seconds']} | {r['peak_rss_tree_mb']} | "
+            lines.append(f"| {res['docs']:,} | {res.get('shards') or 'default'} | {s.get('chunks', '-')} | {name} | {r['seconds']} | {r['peak_rss_tree_mb']} | "
                          f"{r['peak_rss_single_mb']} | {r['lake_mb']} | {s.get('parsed_now', '-')} | {s.get('embedded', '-')} |")
     steps = sorted({k for res in results for r in res["runs"].values() for k in r["steps_s"] if k != "error"})
     if steps:
-        lines += ["", "| docs | run | " + " | ".join(steps) + " |", "|---:|---|" + "---:|" * len(steps)]
+        lines += ["", "| docs | shards | run | " + " | ".join(steps) + " |", "|---:|---:|---|" + "---:|" * len(steps)]
         for res in results:
             for name, r in res["runs"].items():
-                lines.append(f"| {res['docs']:,} | {name} | " + " | ".join(str(r["steps_s"].get(k, "-")) for k in steps) + " |")
+                lines.append(f"| {res['docs']:,} | {res.get('shards') or 'default'} | {name} | " + " | ".join(str(r["steps_s"].get(k, "-")) for k in steps) + " |")
     return "\n".join(lines)
 
 
@@ -317,14 +320,15 @@ def main() -> None:
     ap.add_argument("--docs", type=int, nargs="+", default=[2000, 10000])
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--keep", action="store_true", help="keep the temp corpus, lake and DAGSTER_HOME")
+    ap.add_argument("--shards", type=int, nargs="+", default=[None], help="RAG_SHARDS values to run each size with")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     model_root = Path(tempfile.mkdtemp(prefix="pipeline_scale_model_"))
     model_dir = build_tiny_model(model_root, args.seed)
     results = []
     try:
-        for n in args.docs:
-            results.append(bench_size(n, args.seed, args.keep, model_dir))
+        for n, shards in [(n, shards) for n in args.docs for shards in args.shards]:
+            results.append(bench_size(n, args.seed, args.keep, model_dir, shards))
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps({"seed": args.seed, "model": "random BertModel 2 layers hidden 32 (e5 tokenizer)",
                                             "cpus": os.cpu_count(), "results": results}, indent=2, ensure_ascii=False))

@@ -8,6 +8,7 @@ from rag_pipeline.defs import assets, checks, evaluation, querylog
 from rag_pipeline.defs.automation import (
     daily_query_log_schedule,
     index_job,
+    index_shard_job,
     nightly_reindex_schedule,
     query_log_job,
     raw_folder_sensor,
@@ -27,7 +28,7 @@ def build_definitions(rag: RagSettingsResource | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules([assets, evaluation, querylog]),
         asset_checks=dg.load_asset_checks_from_modules([checks, evaluation]),
-        jobs=[index_job, query_log_job, promote_generation_job, rollback_generation_job, release_quarantined_file_job],
+        jobs=[index_job, index_shard_job, query_log_job, promote_generation_job, rollback_generation_job, release_quarantined_file_job],
         schedules=[nightly_reindex_schedule, daily_query_log_schedule],
         sensors=[raw_folder_sensor],
         resources={

@@ -186,7 +186,7 @@ def test_an_interrupted_index_run_is_canceled_in_dagster_stops_its_workers_and_s
         else:
             def chunked():
                 new = set((work / "lake" / "staging" / "runs").iterdir()) - staged_runs
-                return any((run / "chunks.arrow").exists() for run in new)
+                return any(list((run / "chunks").glob("*.arrow")) for run in new)
 
             _wait_for(chunked, proc, "chunking to finish")
             proc.send_signal(signal.SIGTERM)  # `kill`, systemd, a CI timeout: to the process only

@@ -79,7 +79,7 @@ def test_two_lakes_indexed_at_once_from_one_dagster_home_each_serve_only_their_o
         hits = RagIndex.open(tmp_path / lake).search(other.upper(), mode="keyword", k=5).to_dicts()
         assert not any(other in h["text"].lower() for h in hits)
         # the stage outputs live under the lake itself, not in the shared instance storage
-        assert list((tmp_path / lake / "staging" / "runs").glob("*/chunks.arrow"))
+        assert list((tmp_path / lake / "staging" / "runs").glob("*/chunks/*.arrow"))
     assert not (home / "storage").exists() or not any((home / "storage").rglob("chunks"))
 
 

@@ -5,8 +5,11 @@ raw_documents → parsed_documents (+ quarantine) → chunks → chunk_fingerpri
 """
 
 
+import os
 import time
 from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import dagster as dg
 import numpy as np
@@ -16,6 +19,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
+from rag_pipeline.defs.shards import (
+    SHARD_KEYS,
+    SHARDS,
+    gather_shards,
+    lineage,
+    scan_digest,
+    shard_of,
+    split_by_shard,
+    step_shards,
+    with_lineage,
+)
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import scan_raw_folder
 from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key
@@ -69,88 +83,122 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             description="Files that cannot be trusted (unreadable, encrypted, empty, low OCR confidence), each with a reason.",
         ),
     },
+    partitions_def=SHARDS,
 )
 def parse_documents(
     context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource, raw_documents: pa.Table
 ):
-    """Parse every raw file; anything unreadable or low-confidence goes to quarantine instead.
+    """Parse the step's shards of the scan; anything unreadable or low-confidence goes to quarantine.
 
     Files missing from the parse cache are parsed in parallel worker processes, each killed
     after parse_timeout_s (quarantined as `timeout`, never cached, so a later run retries).
     """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
-    raw_documents = staging.raw_files_from_table(raw_documents)
-    keys = {raw.doc_id: parse_cache_key(raw.sha256, settings.ocr_lang, raw.path.suffix) for raw in raw_documents}
-    cached = lake.cached_parses(list(keys.values()))
-    parsed: dict[str, ParsedDocument] = {}
-    quarantined: list[QuarantineRecord] = []
+    raw_shards = {key: table for key, table in split_by_shard(raw_documents).items() if key in step_shards(context)}
+    keys = {
+        doc_id: parse_cache_key(sha, settings.ocr_lang, Path(os.fsdecode(path)).suffix)
+        for table in raw_shards.values()
+        for doc_id, sha, path in zip(*(table.column(c).to_pylist() for c in ("doc_id", "sha256", "path")))
+    }
+    known = lake.cached_parse_keys(list(keys.values()))
+    reused = sum(1 for key in keys.values() if key in known)
+    unreadable_sidecar = {d for t in raw_shards.values() for d, e in zip(*(t.column(c).to_pylist() for c in ("doc_id", "metadata_error"))) if e}
+    to_parse = {key for doc_id, key in keys.items() if key not in known and doc_id not in unreadable_sidecar}
+    parsed_out, quarantine_out, totals = {}, {}, ParseTotals()
     started = time.perf_counter()
-    # One parse per distinct content: identical files share a cache key.
-    to_parse = {keys[r.doc_id]: r.path for r in raw_documents if not r.metadata_error and keys[r.doc_id] not in cached}
-    reused = sum(1 for raw in raw_documents if keys[raw.doc_id] in cached)
     note = f"{reused} from the parse cache" if reused else ""
     with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress:
-        outcomes = parse_many(
-            to_parse,
-            ocr_lang=settings.ocr_lang,
-            max_bytes=settings.max_file_bytes,
-            workers=settings.parse_workers,
-            timeout_s=settings.parse_timeout_s,
-            memory_mb=settings.parse_memory_mb,
-            on_result=lambda _key: progress.advance(),
-        )
-    fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
-    for raw in raw_documents:
+        for shard, raw_table in raw_shards.items():
+            parsed, quarantined = _parse_shard(context, lake, settings, staging.raw_files_from_table(raw_table), keys, progress, totals)
+            scan = scan_digest(raw_table)
+            parsed_out[shard] = with_lineage(staging.parsed_to_table(parsed), scan)
+            quarantine_out[shard] = with_lineage(staging.quarantine_to_table(quarantined), scan)
+    yield dg.Output(
+        parsed_out,
+        output_name="parsed_documents",
+        metadata={
+            "documents": sum(t.num_rows for t in parsed_out.values()),
+            "shards": len(parsed_out),
+            "by_format": dict(totals.by_format),
+            "by_language": dict(totals.by_language),
+            "ocr_documents": len(totals.ocr),
+            "ocr_confidence_min": float(min(totals.ocr)) if totals.ocr else None,
+            "ocr_confidence_mean": float(np.mean(totals.ocr)) if totals.ocr else None,
+            "parsed_now": totals.parsed_now,
+            "reused_from_parse_cache": reused,
+            "parse_seconds": round(time.perf_counter() - started, 2),
+            "parse_workers": totals.workers,
+            "released_from_quarantine": sorted(totals.released),
+        },
+    )
+    yield dg.Output(
+        quarantine_out,
+        output_name="quarantine",
+        metadata={
+            "quarantined": len(totals.quarantined),
+            "by_reason": dict(Counter(q.reason for q in totals.quarantined)),
+            "files": _md_table(["source", "reason", "detail"], [[q.source, q.reason, q.detail] for q in totals.quarantined]),
+        },
+    )
+
+
+@dataclass
+class ParseTotals:
+    """What parse_documents reports over all the shards of its step."""
+
+    parsed_now: int = 0
+    workers: int = 0
+    ocr: list = field(default_factory=list)
+    released: list = field(default_factory=list)
+    quarantined: list = field(default_factory=list)
+    by_format: Counter = field(default_factory=Counter)
+    by_language: Counter = field(default_factory=Counter)
+
+
+def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, totals: ParseTotals):
+    """One shard: parse what the cache lacks, triage every file (parsed or quarantined)."""
+    cached = lake.cached_parses([keys[r.doc_id] for r in raws])
+    # One parse per distinct content: identical files share a cache key.
+    to_parse = {keys[r.doc_id]: r.path for r in raws if not r.metadata_error and keys[r.doc_id] not in cached}
+    outcomes = parse_many(
+        to_parse,
+        ocr_lang=settings.ocr_lang,
+        max_bytes=settings.max_file_bytes,
+        workers=settings.parse_workers,
+        timeout_s=settings.parse_timeout_s,
+        memory_mb=settings.parse_memory_mb,
+        on_result=lambda _key: progress.advance(),
+    )
+    lake.add_parses({key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)})
+    parsed: dict[str, ParsedDocument] = {}
+    quarantined: list[QuarantineRecord] = []
+    for raw in raws:
         key = keys[raw.doc_id]
-        if raw.metadata_error:
-            outcome = None
-        elif key in outcomes:
-            outcome = outcomes[key]
-        else:
-            outcome = outcome_from_json(cached[key])
+        outcome = None if raw.metadata_error else outcomes[key] if key in outcomes else outcome_from_json(cached[key])
         result = triage(raw, outcome, settings.ocr_min_confidence)
         if isinstance(result, QuarantineRecord):
             context.log.warning(f"quarantined {raw.source}: {result.reason} ({result.detail})")
             quarantined.append(result)
         else:
             parsed[raw.doc_id] = result
-    lake.add_parses(fresh)
-    ocr = [d.ocr_confidence for d in parsed.values() if d.ocr_used and d.ocr_confidence is not None]
-    yield dg.Output(
-        staging.parsed_to_table(parsed),
-        output_name="parsed_documents",
-        metadata={
-            "documents": len(parsed),
-            "by_format": dict(Counter(d.format for d in parsed.values())),
-            "by_language": dict(Counter(d.language for d in parsed.values())),
-            "ocr_documents": len(ocr),
-            "ocr_confidence_min": float(min(ocr)) if ocr else None,
-            "ocr_confidence_mean": float(np.mean(ocr)) if ocr else None,
-            "parsed_now": len(outcomes),
-            "reused_from_parse_cache": reused,
-            "parse_seconds": round(time.perf_counter() - started, 2),
-            "parse_workers": min(settings.parse_workers, len(to_parse)) if to_parse else 0,
-            "released_from_quarantine": sorted(r.source for r in raw_documents if r.doc_id in parsed and was_released(parsed[r.doc_id])),
-        },
-    )
-    yield dg.Output(
-        staging.quarantine_to_table(quarantined),
-        output_name="quarantine",
-        metadata={
-            "quarantined": len(quarantined),
-            "by_reason": dict(Counter(q.reason for q in quarantined)),
-            "files": _md_table(
-                ["source", "reason", "detail"], [[q.source, q.reason, q.detail] for q in quarantined]
-            ),
-        },
-    )
+    totals.parsed_now += len(outcomes)
+    totals.workers = max(totals.workers, min(settings.parse_workers, len(to_parse)) if to_parse else 0)
+    totals.ocr += [d.ocr_confidence for d in parsed.values() if d.ocr_used and d.ocr_confidence is not None]
+    totals.released += [r.source for r in raws if r.doc_id in parsed and was_released(parsed[r.doc_id])]
+    totals.quarantined += quarantined
+    totals.by_format.update(d.format for d in parsed.values())
+    totals.by_language.update(d.language for d in parsed.values())
+    return parsed, quarantined
 
 
-@dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
+@dg.asset(group_name="index", kinds={"python"}, owners=OWNERS, partitions_def=SHARDS)
 def chunks(
-    context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource, parsed_documents: pa.Table
-) -> pa.Table:
+    context: dg.AssetExecutionContext,
+    rag: RagSettingsResource,
+    lake_writer: LakeWriterResource,
+    parsed_documents: dict[str, pa.Table],
+) -> dict[str, pa.Table]:
     """Structure-aware chunks (heading path, page) with overlap and content-addressed ids.
 
     Sized in the embedding model's tokens; `over_model_limit` counts chunks the model would
@@ -160,32 +208,44 @@ def chunks(
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     model_key = rag.encoder().identity.key
-    doc_ids, outcomes = parsed_documents.column("doc_id").to_pylist(), parsed_documents.column("outcome").to_pylist()
-    keys = [chunk_cache_key(d, o, settings.chunking, model_key) for d, o in zip(doc_ids, outcomes)]
-    cached = lake.cached_chunks(keys)
-    known = set(cached.column("cache_key").to_pylist())
-    missing = [(key, doc_id, outcome) for key, doc_id, outcome in zip(keys, doc_ids, outcomes) if key not in known]
-    reused = len(doc_ids) - len(missing)
-    fresh = {}
-    note = f"{reused} from the chunk cache" if reused else ""
-    with Progress("chunk", len(missing), "documents", log=context.log.info, note=note) as progress:
-        budget = TokenBudget.for_encoder(rag.encoder()) if missing else None  # the only use of the tokenizer
-        for key, doc_id, outcome in missing:
-            records = chunk_document(doc_id, outcome_from_json(outcome), settings.chunking, budget)
-            fresh[key] = (records, [budget.count(c.embed_text) for c in records])
-            progress.advance()
-    fresh_rows = staging.chunk_cache_rows(fresh, budget.model_limit if budget else None)
-    lake.add_chunks(fresh_rows)
-    found = pa.concat_tables([cached, fresh_rows])
-    table, tokens = staging.chunks_from_cache(found, keys)
-    tokens = tokens.to_numpy() if len(tokens) else np.zeros(1, dtype=np.int32)
-    model_limit = pc.max(found.column("model_limit")).as_py()  # one model in the key: one limit
+    keys = {
+        shard: [chunk_cache_key(d, o, settings.chunking, model_key) for d, o in zip(t.column("doc_id").to_pylist(), t.column("outcome").to_pylist())]
+        for shard, t in parsed_documents.items()
+    }
+    known = lake.cached_chunk_keys([key for shard_keys in keys.values() for key in shard_keys])
+    documents = sum(len(k) for k in keys.values())
+    rechunk = sum(1 for shard_keys in keys.values() for key in shard_keys if key not in known)
+    out, tokens, model_limits, budget = {}, [], set(), None
+    note = f"{documents - rechunk} from the chunk cache" if documents - rechunk else ""
+    with Progress("chunk", rechunk, "documents", log=context.log.info, note=note) as progress:
+        for shard, parsed in parsed_documents.items():
+            cached = lake.cached_chunks(keys[shard])
+            present = set(cached.column("cache_key").to_pylist())
+            fresh = {}
+            for key, doc_id, outcome in zip(keys[shard], parsed.column("doc_id").to_pylist(), parsed.column("outcome").to_pylist()):
+                if key in present:
+                    continue
+                budget = budget or TokenBudget.for_encoder(rag.encoder())  # the only use of the tokenizer
+                records = chunk_document(doc_id, outcome_from_json(outcome), settings.chunking, budget)
+                fresh[key] = (records, [budget.count(c.embed_text) for c in records])
+                progress.advance()
+            fresh_rows = staging.chunk_cache_rows(fresh, budget.model_limit if fresh else None)
+            lake.add_chunks(fresh_rows)
+            found = pa.concat_tables([cached, fresh_rows])
+            table, shard_tokens = staging.chunks_from_cache(found, keys[shard])
+            out[shard] = with_lineage(table, lineage(parsed))
+            tokens.append(shard_tokens.to_numpy())
+            model_limits |= {m for m in found.column("model_limit").to_pylist() if m is not None}
+    tokens = np.concatenate(tokens) if any(len(t) for t in tokens) else np.zeros(1, dtype=np.int32)
+    model_limit = max(model_limits) if model_limits else None  # one model in the key: one limit
+    first = next((t for t in out.values() if t.num_rows), None)
     context.add_output_metadata(
         {
-            "chunks": table.num_rows,
-            "documents": len(doc_ids),
-            "rechunked": len(missing),
-            "reused_from_chunk_cache": reused,
+            "chunks": sum(t.num_rows for t in out.values()),
+            "documents": documents,
+            "shards": len(out),
+            "rechunked": rechunk,
+            "reused_from_chunk_cache": documents - rechunk,
             "max_tokens_setting": settings.chunking.max_tokens,
             "overlap_tokens_setting": settings.chunking.overlap_tokens,
             "model_token_limit": model_limit,
@@ -196,12 +256,12 @@ def chunks(
                 ["chunk_id", "page", "heading", "text"],
                 [
                     [r["chunk_id"], r["page"], HEADING_SEPARATOR.join(r["heading_path"])[:40], r["text"][:80]]
-                    for r in table.slice(0, 5).to_pylist()
+                    for r in (first.slice(0, 5).to_pylist() if first is not None else [])
                 ],
             ),
         }
     )
-    return table
+    return out
 
 
 def _served_table(context, lake: Lake, name: str, served: dict | None, columns: list[str] | None = None):
@@ -219,54 +279,69 @@ def _served_table(context, lake: Lake, name: str, served: dict | None, columns: 
         return None
 
 
-@dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
-def chunk_fingerprints(context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: pa.Table) -> pa.Table:
+@dg.asset(group_name="index", kinds={"python"}, owners=OWNERS, partitions_def=SHARDS)
+def chunk_fingerprints(
+    context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: dict[str, pa.Table]
+) -> dict[str, pa.Table]:
     """chunk_id → sha256 of normalized text, diffed against the published index (new/same/gone)."""
-    with Progress("fingerprint", chunks.num_rows, "chunks", log=context.log.info) as progress:
-        fingerprints = dict(zip(chunks.column("chunk_id").to_pylist(), chunks.column("fingerprint").to_pylist()))
+    total = sum(t.num_rows for t in chunks.values())
+    with Progress("fingerprint", total, "chunks", log=context.log.info) as progress:
         lake = Lake(rag.settings().lake_dir)
-        served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint"])
+        served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint", "doc_id"])
+        mine = set()
+        if served is not None:  # the served chunks of the documents in this step's shards
+            shards = pa.array([shard_of(d, SHARD_KEYS) for d in served.column("doc_id").to_pylist()], pa.string())
+            served = served.filter(pc.is_in(shards, value_set=pa.array(list(chunks), pa.string())))
         previous = served.column("fingerprint").to_pylist() if served is not None else []
-        progress.advance(chunks.num_rows)
-    context.add_output_metadata({"fingerprints": len(set(fingerprints.values())), **rows.fingerprint_diff(fingerprints.values(), previous)})
-    return chunks.select(["chunk_id", "fingerprint"])
+        for table in chunks.values():
+            mine.update(table.column("fingerprint").to_pylist())
+        progress.advance(total)
+    context.add_output_metadata({"fingerprints": len(mine), **rows.fingerprint_diff(mine, previous)})
+    return {shard: with_lineage(t.select(["chunk_id", "fingerprint"]), lineage(t)) for shard, t in chunks.items()}
 
 
-@dg.asset(group_name="index", kinds={"python", "pytorch"}, owners=OWNERS)
+@dg.asset(group_name="index", kinds={"python", "pytorch"}, owners=OWNERS, partitions_def=SHARDS)
 def embeddings(
     context: dg.AssetExecutionContext,
     rag: RagSettingsResource,
     lake_writer: LakeWriterResource,
-    chunks: pa.Table,
-    chunk_fingerprints: pa.Table,
-) -> pa.Table:
+    chunks: dict[str, pa.Table],
+    chunk_fingerprints: dict[str, pa.Table],
+) -> dict[str, pa.Table]:
     """Vectors per fingerprint; only fingerprints missing from the cache for this model are embedded."""
     encoder = rag.encoder()
     lake = Lake(rag.settings().lake_dir)
     key = encoder.identity.key
-    text_by_fp = dict(zip(chunks.column("fingerprint").to_pylist(), chunks.column("embed_text").to_pylist()))
-    vectors = lake.cached_vectors(key, list(text_by_fp))
-    missing = [fp for fp in text_by_fp if fp not in vectors]
-    started = time.perf_counter()
-    texts = [text_by_fp[fp] for fp in missing]
-    note = f"{len(vectors)} from the embedding cache" if vectors else ""
-    with Progress("embed", len(texts), "chunks", log=context.log.info, note=note) as progress:
-        fresh = dict(zip(missing, encoder.encode_passages(texts, on_batch=progress.advance)))
-    seconds = time.perf_counter() - started
-    lake.add_to_cache(key, fresh)
-    vectors.update(fresh)
+    fingerprints = {shard: list(dict.fromkeys(t.column("fingerprint").to_pylist())) for shard, t in chunks.items()}
+    known = lake.cached_vector_keys(key, [fp for fps in fingerprints.values() for fp in fps])
+    missing_total = len({fp for fps in fingerprints.values() for fp in fps if fp not in known})
+    out, embedded, reused, seconds = {}, 0, 0, 0.0
+    note = f"{len(known)} from the embedding cache" if known else ""
+    with Progress("embed", missing_total, "chunks", log=context.log.info, note=note) as progress:
+        for shard, table in chunks.items():
+            text_by_fp = dict(zip(table.column("fingerprint").to_pylist(), table.column("embed_text").to_pylist()))
+            vectors = lake.cached_vectors(key, fingerprints[shard])
+            missing = [fp for fp in fingerprints[shard] if fp not in vectors]
+            started = time.perf_counter()
+            fresh = dict(zip(missing, encoder.encode_passages([text_by_fp[fp] for fp in missing], on_batch=progress.advance)))
+            seconds += time.perf_counter() - started
+            lake.add_to_cache(key, fresh)
+            embedded, reused = embedded + len(fresh), reused + len(vectors)
+            vectors.update(fresh)
+            out[shard] = with_lineage(staging.vectors_to_table(vectors, encoder.identity.dimension), lineage(table))
     context.add_output_metadata(
         {
             "model": encoder.identity.name,
             "model_key": key,
             "dimension": encoder.identity.dimension,
-            "embedded": len(fresh),
-            "reused_from_cache": len(text_by_fp) - len(fresh),
+            "shards": len(out),
+            "embedded": embedded,
+            "reused_from_cache": reused,
             "embed_seconds": round(seconds, 2),
-            "chunks_per_second": round(len(fresh) / seconds, 1) if fresh else None,
+            "chunks_per_second": round(embedded / seconds, 1) if embedded and seconds else None,
         }
     )
-    return staging.vectors_to_table(vectors, encoder.identity.dimension)
+    return out
 
 
 @dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL)
@@ -275,17 +350,23 @@ def lancedb_index(
     rag: RagSettingsResource,
     lake_writer: LakeWriterResource,
     raw_documents: pa.Table,
-    parsed_documents: pa.Table,
-    quarantine: pa.Table,
-    chunks: pa.Table,
-    embeddings: pa.Table,
+    parsed_documents: dict[str, pa.Table],
+    quarantine: dict[str, pa.Table],
+    chunks: dict[str, pa.Table],
+    embeddings: dict[str, pa.Table],
 ) -> dict:
     """Write documents, chunks (vector + full-text index) and quarantine as a new, staged generation.
 
     When nothing would differ from the served generation (same files, metadata, parses, chunks,
     quarantine, model: rows.input_signature of the staged inputs), no generation is staged and
-    no row is built: the served one is reported as `unchanged` and stays served.
+    no row is built: the served one is reported as `unchanged` and stays served. Every shard
+    must come from this run's scan (`gather_shards`); the blocking check every_file_accounted_for
+    then holds the generation to that scan file by file.
     """
+    combined = gather_shards(raw_documents, parsed_documents=parsed_documents, quarantine=quarantine, chunks=chunks, embeddings=embeddings)
+    parsed_documents, quarantine, chunks, embeddings = (
+        combined[name] for name in ("parsed_documents", "quarantine", "chunks", "embeddings")
+    )
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     identity = rag.encoder().identity

@@ -7,18 +7,32 @@ import os
 import dagster as dg
 
 from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.defs.shards import SHARDS, all_shards_tags
 
 # The query-log summary reads what `rag serve` logged; it is no part of indexing (defs.querylog).
 QUERY_LOG_ASSETS = dg.AssetSelection.groups("serving")
 
 # In-process: one process per run loads the model once and holds the lake's writer lock from
 # the first step to the last (LakeWriterResource); the CLI, the UI, the schedule and the sensor
-# all run it this way, with stage outputs as Arrow files under the lake (defs.io).
+# all run it this way, with stage outputs as Arrow files under the lake (defs.io). A run covers
+# every shard (its tags): each per-document step works through its shards one at a time.
 index_job = dg.define_asset_job(
     "index_job",
     selection=dg.AssetSelection.all() - QUERY_LOG_ASSETS,
     executor_def=dg.in_process_executor,
+    tags=all_shards_tags(),
     description="Re-index the raw folder end to end and publish a new index generation.",
+)
+
+# One shard again, alone (pick the partition in the launchpad): after a failed or interrupted
+# shard, or to rebuild a shard; the next index_job run (or a publish) uses its output.
+PER_DOCUMENT_ASSETS = dg.AssetSelection.assets("parsed_documents", "quarantine", "chunks", "chunk_fingerprints", "embeddings")
+index_shard_job = dg.define_asset_job(
+    "index_shard_job",
+    selection=PER_DOCUMENT_ASSETS,
+    partitions_def=SHARDS,
+    executor_def=dg.in_process_executor,
+    description="Parse, chunk and embed the documents of one shard of the raw folder (no publish).",
 )
 
 nightly_reindex_schedule = dg.ScheduleDefinition(

@@ -4,13 +4,19 @@ Dagster's default IO manager pickles every output to ``$DAGSTER_HOME/storage/<as
 path per asset for every run of the instance: two runs on different lakes read each other's
 documents. Here every output lives under *its own lake*:
 
-    <lake>/staging/runs/<run_id>/<asset>.arrow    a pa.Table (Arrow IPC, memory-mapped on read)
-    <lake>/staging/runs/<run_id>/<asset>.json     a small dict (a manifest, an eval summary)
-    <lake>/staging/latest/<asset>.json            which run last wrote the asset on this lake
+    <lake>/staging/runs/<run_id>/<asset>.arrow          a pa.Table (Arrow IPC, memory-mapped on read)
+    <lake>/staging/runs/<run_id>/<asset>.json           a small dict (a manifest, an eval summary)
+    <lake>/staging/runs/<run_id>/<asset>/<shard>.arrow  one shard of a partitioned asset (defs.shards)
+    <lake>/staging/latest/<asset>.json                  which run last wrote the asset on this lake
+    <lake>/staging/latest/<asset>/<shard>.json          ... or that shard of it
 
 An input is read from the run that produced it (Dagster resolves the parent run on a
-re-execution from failure); a run that does not materialize an upstream asset reads the
-lake's latest copy of it — never another lake's. `Lake.prune` removes old run folders.
+re-execution from failure); a run that does not materialize an upstream asset (or shard) reads
+the lake's latest copy of it — never another lake's. `Lake.prune` removes old run folders.
+
+A partitioned asset returns, and its partitioned consumers receive, ``{shard: pa.Table}`` for
+the shards of the step; an unpartitioned consumer (the publish side) receives the same mapping
+over every shard and decides itself how to check and combine them.
 """
 
 from __future__ import annotations
@@ -80,6 +86,8 @@ class LakeStagingIOManager(dg.ConfigurableIOManager):
             self._write(context, asset, obj)
 
     def _write(self, context: dg.OutputContext, asset: str, obj) -> None:
+        if context.has_asset_partitions:
+            return self._write_shards(context, asset, obj)
         if isinstance(obj, pa.Table):
             write_arrow(self._run_path(context.run_id, asset, ".arrow"), obj)
             context.add_output_metadata({"staged_rows": obj.num_rows, "staged_bytes": obj.nbytes})
@@ -89,9 +97,28 @@ class LakeStagingIOManager(dg.ConfigurableIOManager):
             raise TypeError(f"{asset}: stage outputs are pa.Table or dict, not {type(obj).__name__}")
         write_json(self._root() / "latest" / f"{asset}.json", {"run_id": context.run_id})
 
+    def _write_shards(self, context: dg.OutputContext, asset: str, shards: dict) -> None:
+        expected = set(context.asset_partition_keys)
+        if not isinstance(shards, dict) or set(shards) != expected:
+            got = sorted(shards) if isinstance(shards, dict) else type(shards).__name__
+            raise TypeError(f"{asset}: a partitioned step returns {{shard: pa.Table}} for {sorted(expected)}, got {got}")
+        for key, table in sorted(shards.items()):
+            write_arrow(self._run_path(context.run_id, f"{asset}/{key}", ".arrow"), table)
+            write_json(self._root() / "latest" / asset / f"{key}.json", {"run_id": context.run_id})
+        context.add_output_metadata(
+            {"staged_rows": sum(t.num_rows for t in shards.values()), "staged_bytes": sum(t.nbytes for t in shards.values())}
+        )
+
     def load_input(self, context: dg.InputContext):
         asset = context.asset_key.to_python_identifier()
-        run_ids = [context.upstream_output.run_id] if context.upstream_output else []
+        upstream_run = [context.upstream_output.run_id] if context.upstream_output else []
+        if context.has_asset_partitions:
+            return {key: self._load(f"{asset}/{key}", upstream_run) for key in sorted(context.asset_partition_keys)}
+        return self._load(asset, upstream_run)
+
+    def _load(self, asset: str, run_ids: list[str]):
+        """The output from the run that produced it, else the lake's latest (asset or asset/shard)."""
+        run_ids = list(run_ids)
         latest = self._root() / "latest" / f"{asset}.json"
         if latest.exists():
             run_ids.append(json.loads(latest.read_text(encoding="utf-8"))["run_id"])

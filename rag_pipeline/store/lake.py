@@ -180,6 +180,23 @@ class Lake:
         if rows.num_rows:
             self._insert_new(s.CHUNK_CACHE, rows)
 
+    def cached_parse_keys(self, keys: list[str]) -> set[str]:
+        return self._present(s.PARSE_CACHE, keys)
+
+    def cached_chunk_keys(self, keys: list[str]) -> set[str]:
+        return self._present(s.CHUNK_CACHE, keys)
+
+    def cached_vector_keys(self, model_key: str, fingerprints: list[str]) -> set[str]:
+        return self._present(s.embedding_cache_table(model_key), fingerprints)
+
+    def _present(self, name: str, keys: list[str]) -> set[str]:
+        """Which keys a cache table holds: the key column only (to size a step's work up front)."""
+        if name not in self._tables() or not keys:
+            return set()
+        stored = self.db.open_table(name).to_lance().to_table(columns=["cache_key"]).column("cache_key")
+        wanted = pa.array(list(set(keys)), pa.string())
+        return set(pc.filter(wanted, pc.is_in(wanted, value_set=stored)).to_pylist())
+
     def _lookup(self, name: str, keys: list[str], columns: list[str]) -> pa.Table:
         """Rows of a content-addressed cache table whose cache_key is among keys.
 
@@ -403,7 +420,7 @@ class Lake:
         runs = root / "runs"
         if not runs.is_dir():
             return 0
-        referenced = {json.loads(p.read_text(encoding="utf-8"))["run_id"] for p in (root / "latest").glob("*.json")}
+        referenced = {json.loads(p.read_text(encoding="utf-8"))["run_id"] for p in (root / "latest").rglob("*.json")}
         by_age = sorted(runs.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
         removed = 0
         for path in by_age[keep_runs:]:

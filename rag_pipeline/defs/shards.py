@@ -1,0 +1,126 @@
+"""Hash shards of the document id: the partitions of the per-document stages.
+
+parsed_documents, quarantine, chunks, chunk_fingerprints and embeddings are partitioned by
+`sha256(doc_id) mod N`, so a step works one shard at a time (its memory bounded by the
+shard), the UI shows each shard's state, and one shard can be materialized again alone.
+`raw_documents` (the scan) and the publish side (`lancedb_index` onwards) stay whole.
+
+N comes from ``RAG_SHARDS`` (default 4) when the code location loads: the partition set is
+part of the asset graph. Keys name N (``"02of08"``), so after N changes no shard written
+under the old N can be mistaken for one of the new set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rag_pipeline.config import env_str
+
+DEFAULT_SHARDS = 4
+MAX_SHARDS = 256
+
+
+def shard_count(environ: Mapping[str, str] | None = None) -> int:
+    raw = env_str("RAG_SHARDS", environ=environ).strip() or str(DEFAULT_SHARDS)
+    try:
+        count = int(raw)
+    except ValueError:
+        raise ValueError(f"RAG_SHARDS must be a whole number from 1 to {MAX_SHARDS}, got {raw!r}") from None
+    if not 1 <= count <= MAX_SHARDS:
+        raise ValueError(f"RAG_SHARDS must be a whole number from 1 to {MAX_SHARDS}, got {count}")
+    return count
+
+
+def shard_keys(count: int) -> list[str]:
+    width = len(str(count))
+    return [f"{i:0{max(width, 2)}d}of{count:0{max(width, 2)}d}" for i in range(count)]
+
+
+def shard_index(doc_id: str, count: int) -> int:
+    """Stable across runs, machines and Python versions (not `hash()`, which is salted)."""
+    return int.from_bytes(hashlib.sha256(doc_id.encode("utf-8")).digest()[:8], "big") % count
+
+
+def shard_of(doc_id: str, keys: list[str]) -> str:
+    return keys[shard_index(doc_id, len(keys))]
+
+
+SHARD_KEYS = shard_keys(shard_count())
+SHARDS = dg.StaticPartitionsDefinition(SHARD_KEYS)
+
+
+def all_shards_tags() -> dict[str, str]:
+    """Run tags for one run over every shard (each step loops over its shards in turn)."""
+    return {
+        "dagster/asset_partition_range_start": SHARD_KEYS[0],
+        "dagster/asset_partition_range_end": SHARD_KEYS[-1],
+    }
+
+
+def step_shards(context) -> list[str]:
+    """The shards this step materializes: one in a single-shard run, all in a whole run."""
+    return sorted(context.partition_keys)
+
+
+# --- what the publish side checks before it combines the shards --------------------------
+
+LINEAGE_KEY = b"rag_shard_scan"
+
+
+class StaleShardError(RuntimeError):
+    """A shard's stage output was built from another scan of the raw folder than the one published."""
+
+
+def split_by_shard(table: pa.Table, keys: list[str] = SHARD_KEYS) -> dict[str, pa.Table]:
+    """Rows of a table with a doc_id column, by shard (every key present, possibly empty)."""
+    shard = pa.array([shard_of(d, keys) for d in table.column("doc_id").to_pylist()], pa.string())
+    return {key: table.filter(pc.equal(shard, key)) for key in keys}
+
+
+def scan_digest(raw_shard: pa.Table) -> str:
+    """What a shard's outputs were derived from: its files, contents and sidecar metadata."""
+    digest = hashlib.sha256()
+    columns = raw_shard.select(["doc_id", "source", "sha256", "metadata", "metadata_error"]).combine_chunks()
+    for batch in columns.to_batches():
+        digest.update(batch.serialize())
+    return digest.hexdigest()
+
+
+def with_lineage(table: pa.Table, lineage: str) -> pa.Table:
+    return table.replace_schema_metadata({LINEAGE_KEY: lineage.encode()})
+
+
+def lineage(table: pa.Table) -> str:
+    return ((table.schema.metadata or {}).get(LINEAGE_KEY) or b"").decode()
+
+
+def gather_shards(raw_documents: pa.Table, **assets: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """Every shard of every asset, checked against this scan and combined in scan order.
+
+    A shard materialized from an older scan (a file changed or deleted since, and only other
+    shards re-run) would publish stale text, so it stops the publish naming the shard. Rows
+    come out in the scan's document order whatever N is, so the generation (and its content
+    signature) does not depend on the shard count.
+    """
+    expected = {key: scan_digest(table) for key, table in split_by_shard(raw_documents).items()}
+    stale = sorted((key, name) for name, shards in assets.items() for key, table in shards.items() if lineage(table) != expected.get(key))
+    if stale:
+        listed = ", ".join(f"{name}[{key}]" for key, name in stale[:8]) + (" …" if len(stale) > 8 else "")
+        raise StaleShardError(
+            f"{len(stale)} shard outputs were built from another scan of the raw folder than this one "
+            f"({listed}): materialize those shards again, or run the whole index_job (`rag index`)"
+        )
+    position = {doc_id: i for i, doc_id in enumerate(raw_documents.column("doc_id").to_pylist())}
+    combined = {}
+    for name, shards in assets.items():
+        table = pa.concat_tables([shards[key].replace_schema_metadata(None) for key in sorted(shards)])
+        if "doc_id" in table.column_names:
+            order = pa.array([position[d] for d in table.column("doc_id").to_pylist()], pa.int64())
+            table = table.take(pc.sort_indices(order))  # stable: a document's chunks keep their order
+        combined[name] = table.combine_chunks()
+    return combined

@@ -1,0 +1,192 @@
+"""Per-document stages partitioned by hash shard of the document id (issue 16, item 1).
+
+Real Dagster runs (index_job over every shard, index_shard_job for one), real LanceDB lakes and
+the real model: the shard count does not change what is served, one shard can be rebuilt
+alone, and a shard built from an older scan of the raw folder never reaches a generation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from rag_pipeline.definitions import build_definitions
+from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.defs.shards import (
+    SHARD_KEYS,
+    StaleShardError,
+    gather_shards,
+    scan_digest,
+    shard_count,
+    shard_keys,
+    shard_of,
+    split_by_shard,
+    with_lineage,
+)
+from rag_pipeline.ingest.scan import doc_id_for
+from rag_pipeline.query import RagIndex
+from rag_pipeline.store import schema as s
+from rag_pipeline.store.lake import Lake
+from rag_pipeline_tests.indexing import _error_chain, assert_consistent, run_index
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data" / "sample"
+# text, table, Office, web and PDF formats; no scans (OCR is covered elsewhere and slow)
+SUBSET = ["handbook", "finance", "it", "products/x2000_datasheet.pdf", "products/service_centers.csv"]
+
+
+def test_shard_keys_name_the_count_and_shards_are_stable_and_spread():
+    assert shard_keys(4) == ["00of04", "01of04", "02of04", "03of04"]
+    assert shard_keys(128)[5] == "005of128"
+    assert shard_count({}) == 4 and shard_count({"RAG_SHARDS": "16"}) == 16
+    for bad in ("0", "-1", "x", "257"):
+        with pytest.raises(ValueError, match="RAG_SHARDS"):
+            shard_count({"RAG_SHARDS": bad})
+    ids = [doc_id_for(f"folder/file_{i}.pdf") for i in range(4000)]
+    keys = shard_keys(8)
+    assert [shard_of(d, keys) for d in ids] == [shard_of(d, keys) for d in ids]  # no salted hash()
+    counts = np.bincount([keys.index(shard_of(d, keys)) for d in ids], minlength=8)
+    assert counts.min() > 4000 / 8 * 0.85, counts  # balanced within 15 %
+    # known value: a shard must not move between machines or Python versions
+    assert shard_of(doc_id_for("handbook/notes.txt"), shard_keys(4)) == shard_of(doc_id_for(b"handbook/notes.txt"), shard_keys(4))
+
+
+def _raw(doc_ids: list[str], shas: list[str]) -> pa.Table:
+    n = len(doc_ids)
+    return pa.table(
+        {"doc_id": doc_ids, "source": [f"{d}.md" for d in doc_ids], "sha256": shas, "metadata": ["{}"] * n, "metadata_error": [None] * n},
+        schema=pa.schema([(c, pa.string()) for c in ("doc_id", "source", "sha256", "metadata", "metadata_error")]),
+    )
+
+
+def test_gather_refuses_a_shard_built_from_another_scan_and_restores_scan_order():
+    ids = [doc_id_for(f"doc_{i}.md") for i in range(12)]
+    raw = _raw(ids, [f"sha{i}" for i in range(12)])
+    parsed = {k: with_lineage(t.select(["doc_id"]), scan_digest(t)) for k, t in split_by_shard(raw).items()}
+    combined = gather_shards(raw, parsed=parsed)["parsed"]
+    assert combined.column("doc_id").to_pylist() == ids  # scan order, whatever the shards
+    assert combined.schema.metadata is None
+
+    edited = _raw(ids, [f"sha{i}" for i in range(11)] + ["sha11-edited"])
+    stale_key = shard_of(ids[11], SHARD_KEYS)
+    with pytest.raises(StaleShardError, match=rf"parsed\[{stale_key}\]") as error:
+        gather_shards(edited, parsed=parsed)
+    assert "1 shard outputs" in str(error.value)
+
+
+def _subset(root: Path) -> Path:
+    raw = root / "raw"
+    for part in SUBSET:
+        source = SAMPLE / part
+        if source.is_dir():
+            shutil.copytree(source, raw / part)
+        else:
+            (raw / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, raw / part)
+            sidecar = source.with_name(source.name + ".meta.json")
+            if sidecar.exists():
+                shutil.copy2(sidecar, raw / (part + ".meta.json"))
+    return raw
+
+
+def _served(lake: Path) -> tuple[dict, dict]:
+    manifest = Lake(lake).read_manifest()
+    chunks = Lake(lake).published_arrow(s.CHUNKS, manifest, ["chunk_id", "doc_id", "text", "vector"]).to_pylist()
+    return manifest, {c["chunk_id"]: c for c in chunks}
+
+
+@pytest.mark.slow
+def test_the_shard_count_changes_nothing_that_is_served(tmp_path):
+    raw = _subset(tmp_path)
+    report = run_index(raw, tmp_path / "lake4", golden_file="none")  # this process: the default 4 shards
+    assert report["success"], report["failures"]
+    assert report["parsed_documents"]["shards"] == 4
+    env = {**os.environ, "RAG_SHARDS": "3", "RAG_GOLDEN_FILE": "none", "DAGSTER_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(raw), "--lake", str(tmp_path / "lake3"), "--json"],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    staged = sorted(p.name for p in (tmp_path / "lake3" / "staging" / "runs").glob("*/embeddings/*.arrow"))
+    assert staged == ["00of03.arrow", "01of03.arrow", "02of03.arrow"]
+    four, by_id4 = _served(tmp_path / "lake4")
+    three, by_id3 = _served(tmp_path / "lake3")
+    assert_consistent(tmp_path / "lake3")
+    assert four["counts"] == three["counts"] and set(by_id4) == set(by_id3)
+    assert four["content_signature"] == three["content_signature"]  # same rows, same order
+    for chunk_id, chunk in by_id4.items():
+        assert chunk["text"] == by_id3[chunk_id]["text"]
+        assert np.allclose(chunk["vector"], by_id3[chunk_id]["vector"], atol=1e-5)
+
+
+def _execute(defs, instance, job: str, **kwargs):
+    result = defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False, **kwargs)
+    failures = [_error_chain(e.event_specific_data.error) for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return result, failures
+
+
+def _doc_in_other_shard(raw: Path, than: str) -> Path:
+    for path in sorted([*raw.rglob("*.md"), *raw.rglob("*.txt")]):
+        if shard_of(doc_id_for(path.relative_to(raw).as_posix()), SHARD_KEYS) != than:
+            return path
+    raise AssertionError("every text file is in one shard")
+
+
+@pytest.mark.slow
+def test_one_shard_is_rebuilt_alone_and_a_stale_shard_never_reaches_a_generation(tmp_path):
+    raw = _subset(tmp_path)
+    lake = tmp_path / "lake"
+    defs = build_definitions(RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), golden_file="none"))
+    scan = [dg.AssetKey("raw_documents")]
+    publish = [dg.AssetKey(k) for k in ("lancedb_index", "golden_eval", "published_index", "lake_housekeeping")]
+    with dg.DagsterInstance.ephemeral() as instance:
+        result, failures = _execute(defs, instance, "index_job")
+        assert result.success, failures
+        first = Lake(lake).read_manifest()
+
+        # an edit in one shard: scan, rebuild that shard alone, publish
+        edited = raw / "handbook" / "employee_handbook_en.md"
+        shard = shard_of(doc_id_for(edited.relative_to(raw).as_posix()), SHARD_KEYS)
+        edited.write_text(edited.read_text(encoding="utf-8") + "\n\nThe QUOKKAPASS rule: badges are renewed yearly.\n", encoding="utf-8")
+        assert _execute(defs, instance, "index_job", asset_selection=scan)[0].success
+        rebuilt, failures = _execute(defs, instance, "index_shard_job", partition_key=shard)
+        assert rebuilt.success, failures
+        steps = {e.step_key for e in rebuilt.all_events if e.event_type_value == "STEP_SUCCESS"}
+        assert steps == {"parse_documents", "chunks", "chunk_fingerprints", "embeddings"}
+        materialized = {e.asset_key.to_user_string() for e in rebuilt.get_asset_materialization_events()}
+        assert materialized == {"parsed_documents", "quarantine", "chunks", "chunk_fingerprints", "embeddings"}
+        assert all(e.partition == shard for e in rebuilt.get_asset_materialization_events())
+        published, failures = _execute(defs, instance, "index_job", asset_selection=publish)
+        assert published.success, failures
+        second = assert_consistent(lake)
+        assert second["generation"] == first["generation"] + 1
+        hits = RagIndex.open(lake).search("QUOKKAPASS", mode="keyword", k=3).to_dicts()
+        assert hits and "QUOKKAPASS" in hits[0]["text"]
+
+        # an edit in another shard that is scanned but never rebuilt: the publish stops, nothing changes
+        other = _doc_in_other_shard(raw, shard)
+        other_shard = shard_of(doc_id_for(other.relative_to(raw).as_posix()), SHARD_KEYS)
+        other.write_text(other.read_text(encoding="utf-8") + "\n\nWALLABYCODE 42.\n", encoding="utf-8")
+        assert _execute(defs, instance, "index_job", asset_selection=scan)[0].success
+        stale, failures = _execute(defs, instance, "index_job", asset_selection=publish)
+        assert not stale.success
+        assert any("StaleShardError" in f or "another scan of the raw folder" in f for f in failures), failures
+        assert any(f"[{other_shard}]" in f for f in failures), failures
+        assert Lake(lake).read_manifest()["generation"] == second["generation"]
+
+        # the whole job makes it right again
+        result, failures = _execute(defs, instance, "index_job")
+        assert result.success, failures
+    hits = RagIndex.open(lake).search("WALLABYCODE", mode="keyword", k=3).to_dicts()
+    assert hits and "WALLABYCODE" in hits[0]["text"]
+    runs = json.dumps(sorted(p.name for p in (lake / "staging" / "latest" / "chunks").iterdir()))
+    assert runs == json.dumps([f"{k}.json" for k in SHARD_KEYS])
