@@ -9,11 +9,25 @@ case), the same class-balanced ridge logistic regression as `rag_pipeline.eval.c
 Only the cross-validated fit columns choose; the sample report half and the held-out corpus golden
 set are printed for the record (a gain seen only there does not count). Candidates whose evidence
 fields the recorded cases lack are skipped: the evidence comes from the code that recorded it.
+
+    .venv/bin/python bench/gate_feature_cv.py --record /work/tmp/gate_cv_aligned   # ~5 min, then:
+    .venv/bin/python bench/gate_feature_cv.py --records /work/tmp/gate_cv_aligned [--seeds 20]
+
+`--record DIR` re-records the fit-half benchmark cases (bench/answerability.py's, --limit 160
+--scifact 160) and both golden sets with the code of the working tree, into DIR (the shipped
+records are untouched), plus what `ask` handed the quote: the context hits' text and the
+question's own idf weights (over the chunks the asker may read), so features computed from them
+(`aligned_inputs`: aligned coverage, issue 14) are replayed offline. Only answerable questions
+with answer strings compose an answer (their `contains` needs it; the sentence encode across
+languages is what an `ask` costs): the other cases record the evidence of a refused `ask`, which
+is the same evidence, computed before the gate.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -25,7 +39,9 @@ sys.path.insert(0, str(REPO))
 
 from rag_pipeline.eval.calibrate import L2, NEWTON_STEPS  # noqa: E402
 from rag_pipeline.ingest.language import detect_language  # noqa: E402
-from rag_pipeline.query.answer import gate_features  # noqa: E402
+from rag_pipeline.query.answer import _sentence_coverages, candidate_sentences, gate_features  # noqa: E402
+from rag_pipeline.query.retrieve import query_term_groups  # noqa: E402
+from rag_pipeline.query.translate import translate_query  # noqa: E402
 
 from refusal_gate import collect_golden, load_benchmark  # noqa: E402
 
@@ -42,6 +58,69 @@ def _zh(r) -> float:
     return float(r["lang"] == "zh")
 
 
+def aligned_coverage(question: str, hits: list[dict], term_weights: dict[str, float], sentences: bool = False,
+                     rendered_share: float = 1.0) -> float:
+    """The idf-weighted share of the question's concepts the best passage (`sentences`: the best
+    quotable sentence) of `hits` holds, each concept found in either language: by its own spelling,
+    or through its dictionary renderings (Translation.aligned; found at `rendered_share` of its
+    weight times the share of its rendered words held), counted once — the scoring of the quote
+    (answer._sentence_coverages) applied to the context passages. `term_weights` are the question's
+    own idf weights over the chunks the asker may read (what `ask` hands the quote), so nothing
+    depends on a chunk the asker cannot read; the dictionary is corpus-free. Tried as a gate
+    feature and not shipped (bench/README.md, "Aligned coverage as a gate feature").
+    """
+    candidates = candidate_sentences(hits) if sentences else [(i, 0, hit["text"]) for i, hit in enumerate(hits)]
+    if not candidates:
+        return 0.0
+    groups = query_term_groups(question)
+    translation = translate_query(question)
+    renderings = translation.aligned(groups) if translation else None
+    return max(_sentence_coverages(groups, candidates, term_weights, renderings, rendered_share)[2], default=0.0)
+
+
+def _aligned(sentences: bool = False, share: float = 1.0):
+    """Aligned coverage (issue 14) replayed from the recorded inputs: the share of the question's
+    concepts the best context passage (or sentence) holds in either language."""
+    def feature(r) -> float:
+        inputs = r["evidence"]["aligned_inputs"]
+        if not inputs:
+            return 0.0
+        key = ("aligned", sentences, share)
+        if key not in inputs:
+            inputs[key] = aligned_coverage(inputs["question"], inputs["hits"], inputs["weights"], sentences, share)
+        return inputs[key]
+    return feature
+
+
+_PASSAGE, _PASSAGE_075, _SENTENCE = _aligned(), _aligned(share=0.75), _aligned(sentences=True)
+_LEXICAL = 0  # GATE_FEATURES' index of lexical_coverage
+
+
+def _replace_lexical(r) -> list[float]:
+    values = gate_features(r["evidence"])
+    values[_LEXICAL] = _PASSAGE(r)
+    return values
+
+
+def _replace_sentence(r) -> list[float]:
+    values = gate_features(r["evidence"])
+    values[_SENTENCE_INDEX] = _SENTENCE(r)
+    return values
+
+
+def _replace_both(r) -> list[float]:
+    values = _replace_lexical(r)
+    values[_SENTENCE_INDEX] = _SENTENCE(r)
+    return values
+
+
+_SENTENCE_INDEX = 1  # GATE_FEATURES' index of sentence_coverage
+FULL = {  # name: (evidence fields needed, the whole feature vector) — candidates that drop a shipped feature
+    "aligned replaces lexical_coverage": (("aligned_inputs",), _replace_lexical),
+    "aligned sentence replaces sentence_coverage": (("aligned_inputs",), _replace_sentence),
+    "aligned replaces both coverages": (("aligned_inputs",), _replace_both),
+}
+
 CANDIDATES = {  # name: (evidence fields needed, extra features beyond GATE_FEATURES)
     "shipped": ((), lambda r: []),
     "+zh": ((), lambda r: [_zh(r)]),
@@ -50,7 +129,12 @@ CANDIDATES = {  # name: (evidence fields needed, extra features beyond GATE_FEAT
     "+missing_concept": (("missing_concept",), _ev("missing_concept")),
     "+context_coverage": (("context_coverage",), _ev("context_coverage")),
     "+both": (("missing_concept", "context_coverage"), lambda r: _ev("missing_concept")(r) + _ev("context_coverage")(r)),
+    "+aligned_coverage": (("aligned_inputs",), lambda r: [_PASSAGE(r)]),
+    "+aligned_coverage (rendering x0.75)": (("aligned_inputs",), lambda r: [_PASSAGE_075(r)]),
+    "+aligned_sentence_coverage": (("aligned_inputs",), lambda r: [_SENTENCE(r)]),
+    "+aligned_coverage, +cross×aligned": (("aligned_inputs",), lambda r: [_PASSAGE(r), float(bool(r["evidence"].get("cross_lingual"))) * _PASSAGE(r)]),
 }
+FOLD_SEEDS = ("gate-cv-1", "gate-cv-2")  # the second seed: how much the folds alone move a column
 
 
 def _fit(rows, features):
@@ -85,32 +169,140 @@ def _rates(rows, refused) -> tuple[float, float, float]:
     return (sum(refused[id(r)] for r in pos) / len(pos), sum(not refused[id(r)] for r in neg) / len(neg), right / len(rows))
 
 
+def record(into: Path, parts=("bench", "golden")) -> None:
+    """Re-record the fit-half benchmark cases and both golden sets into `into` (see the docstring)."""
+    import answerability
+    import refusal_gate
+    from fusion_sweep import SETS, half
+
+    from rag_pipeline.eval.beir import load_beir
+    from rag_pipeline.eval.golden import evaluate_question, load_golden
+    from rag_pipeline.eval.retrieval import open_benchmark_index
+    from rag_pipeline.query import RagIndex
+    from rag_pipeline.query import api as api_module
+    from rag_pipeline.query.answer import RefusalPolicy
+
+    refuse_all = RefusalPolicy(min_score=float("inf"))
+    captured: dict = {}
+    real_coverage, real_reason = api_module.best_sentence_coverage, api_module.refusal_reason
+
+    def coverage(question, hits, term_weights, groups=None):
+        if groups is None:  # ask's first call: the question's own words over the context hits
+            captured.update(question=question, hits=[{"text": h["text"], "language": h["language"]} for h in hits],
+                            weights=dict(term_weights))
+        return real_coverage(question, hits, term_weights, groups)
+
+    def reason(evidence, policy):
+        evidence["aligned_inputs"] = dict(captured)  # {} when ask had no context hits
+        captured.clear()
+        return real_reason(evidence, policy)
+
+    api_module.best_sentence_coverage, api_module.refusal_reason = coverage, reason
+    into.mkdir(parents=True, exist_ok=True)
+    sets = list(SETS[:2]) + [answerability.scifact_subset(160)] if "bench" in parts else []
+    for name, folder, queries_file in sets:
+        dataset = load_beir(folder, queries_file=queries_file)
+        index = open_benchmark_index(dataset, progress=False)
+        answers = answerability.answers_of(folder, queries_file)
+        ids = [q for q in sorted(q for q in dataset.queries if dataset.qrels.get(q)) if half(q) == "fit"][:80]  # --limit 160's fit half
+        path = into / f"{name.replace(' ', '_').replace('→', '-')}.jsonl"
+        with path.open("w", encoding="utf-8") as out:
+            for qid in ids:
+                gold = [d for d, rel in dataset.qrels[qid].items() if rel > 0]
+                expected = answers.get(qid) or []
+                for answerable, where in ((True, None), (False, answerability.without(gold))):
+                    index.policy = answerability.ALWAYS_ANSWER if answerable and expected else refuse_all
+                    answer = index.ask(dataset.queries[qid], where=where)
+                    out.write(json.dumps({
+                        "id": qid, "set": name, "half": "fit", "question": dataset.queries[qid], "answerable": answerable,
+                        "contains": bool(expected) and any(a in answer.answer for a in expected), "evidence": answer.evidence,
+                    }, ensure_ascii=False) + "\n")
+        print(f"wrote {path}", file=sys.stderr)
+    for golden, lake in (SAMPLE, CORPUS) if "golden" in parts else ():
+        index = RagIndex.open(lake)
+        rows = []
+        for q in load_golden(golden):
+            index.policy = answerability.ALWAYS_ANSWER if q["answerable"] else refuse_all
+            rows.append({**evaluate_question(index, q), "set": golden.stem, "half": q.get("split") or refusal_gate.golden_half(q["id"])})
+        (into / f"golden_{golden.stem}.json").write_text(json.dumps(rows, ensure_ascii=False))
+        print(f"wrote golden_{golden.stem}.json", file=sys.stderr)
+
+
+def load_records(folder: Path):
+    bench = []
+    for path in sorted(folder.glob("*.jsonl")):
+        bench += [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    sample, corpus = (json.loads((folder / f"golden_{golden.stem}.json").read_text()) for golden, _ in (SAMPLE, CORPUS))
+    return bench, sample, corpus
+
+
 def main() -> int:
-    bench = load_benchmark()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--record", type=Path, help="re-record the cases into this folder and stop")
+    parser.add_argument("--part", choices=("bench", "golden"), action="append", help="--record only these (two processes)")
+    parser.add_argument("--seeds", type=int, default=0, help="also: each candidate's CV right minus shipped's, over this many fold seeds")
+    parser.add_argument("--records", type=Path, help="read the cases recorded by --record from this folder")
+    args = parser.parse_args()
+    if args.record:
+        record(args.record, tuple(args.part or ("bench", "golden")))
+        return 0
+    if args.records:
+        bench, sample, corpus = load_records(args.records)
+    else:
+        bench = load_benchmark()
+        sample, corpus = collect_golden(*SAMPLE), collect_golden(*CORPUS)
     for r in bench:
         r.setdefault("lang", detect_language(r["question"]) if detect_language(r["question"]) == "zh" else "en")
-    sample, corpus = collect_golden(*SAMPLE), collect_golden(*CORPUS)
     fit_rows = [r for r in bench if r["half"] == "fit"] + [r for r in sample if r["half"] == "fit"]
     with_answers = [r for r in fit_rows if r["set"] != "scifact-subset"]  # SciFact has no answer strings
-    fold = {id(r): int(hashlib.sha256(f"gate-cv-1:{r['set']}:{r['id']}:{r['answerable']}".encode()).hexdigest(), 16) % FOLDS for r in fit_rows}
+    folds = {seed: {id(r): int(hashlib.sha256(f"{seed}:{r['set']}:{r['id']}:{r['answerable']}".encode()).hexdigest(), 16) % FOLDS
+                    for r in fit_rows} for seed in FOLD_SEEDS}
     print(f"{len(fit_rows)} fit-half cases, {FOLDS}-fold CV; report: sample golden report half, corpus golden (held out)\n")
-    print("| features | CV fit false refusal | CV fit false answer | CV fit right | sample report right | held-out FR | held-out FA | held-out right |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, (needs, extra) in CANDIDATES.items():
+    print("| features | CV fit false refusal | CV fit false answer | CV fit right | sample report right | held-out FR | held-out FA | held-out right |"
+          " CV right, fold seed 2 | Δ right per fold vs shipped (seed 1; seed 2) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    candidates = {name: (needs, lambda r, extra=extra: gate_features(r["evidence"]) + extra(r)) for name, (needs, extra) in CANDIDATES.items()}
+    candidates |= FULL
+    base_fold_right = {}
+    for name, (needs, features) in candidates.items():
         if any(key not in r["evidence"] for key in needs for r in fit_rows):
             continue
-        features = lambda r, extra=extra: gate_features(r["evidence"]) + extra(r)
-        refused = {}
-        for k in range(FOLDS):
-            model = _fit([r for r in fit_rows if fold[id(r)] != k and _scored(r)], features)
-            refused |= {id(r): _refuses(r, features, model) for r in fit_rows if fold[id(r)] == k}
-        fr, fa, _ = _rates(fit_rows, refused)
-        cv_right = _rates(with_answers, refused)[2]
+        per_seed = {}
+        for seed, fold in folds.items():
+            refused = {}
+            for k in range(FOLDS):
+                model = _fit([r for r in fit_rows if fold[id(r)] != k and _scored(r)], features)
+                refused |= {id(r): _refuses(r, features, model) for r in fit_rows if fold[id(r)] == k}
+            fold_right = [_rates([r for r in with_answers if fold[id(r)] == k], refused)[2] for k in range(FOLDS)]
+            per_seed[seed] = (_rates(fit_rows, refused), _rates(with_answers, refused)[2], fold_right)
+        (fr, fa, _), cv_right, _ = per_seed[FOLD_SEEDS[0]]
+        if name == "shipped":
+            base_fold_right = {seed: v[2] for seed, v in per_seed.items()}
+        deltas = "; ".join(" ".join(f"{a - b:+.2f}" for a, b in zip(per_seed[seed][2], base_fold_right[seed])) for seed in FOLD_SEEDS)
         model = _fit([r for r in fit_rows if _scored(r)], features)
         report = [r for r in sample if r["half"] == "report"]
         s_right = _rates(report, {id(r): _refuses(r, features, model) for r in report})[2]
         h = _rates(corpus, {id(r): _refuses(r, features, model) for r in corpus})
-        print(f"| {name} | {fr:.3f} | {fa:.3f} | {cv_right:.3f} | {s_right:.3f} | {h[0]:.3f} | {h[1]:.3f} | {h[2]:.3f} |")
+        print(f"| {name} | {fr:.3f} | {fa:.3f} | {cv_right:.3f} | {s_right:.3f} | {h[0]:.3f} | {h[1]:.3f} | {h[2]:.3f} |"
+              f" {per_seed[FOLD_SEEDS[1]][1]:.3f} | {deltas} |")
+    if args.seeds:
+        print(f"\nCV fit right minus shipped's, paired, over {args.seeds} fold seeds (gate-cv-s0…):\n")
+        print("| features | mean Δ right | min Δ | max Δ |")
+        print("|---|---|---|---|")
+        usable = {n: f for n, (needs, f) in candidates.items() if not any(key not in r["evidence"] for key in needs for r in fit_rows)}
+        rights = {n: [] for n in usable}
+        for s in range(args.seeds):
+            fold = {id(r): int(hashlib.sha256(f"gate-cv-s{s}:{r['set']}:{r['id']}:{r['answerable']}".encode()).hexdigest(), 16) % FOLDS
+                    for r in fit_rows}
+            for name, features in usable.items():
+                refused = {}
+                for k in range(FOLDS):
+                    model = _fit([r for r in fit_rows if fold[id(r)] != k and _scored(r)], features)
+                    refused |= {id(r): _refuses(r, features, model) for r in fit_rows if fold[id(r)] == k}
+                rights[name].append(_rates(with_answers, refused)[2])
+        for name, values in rights.items():
+            delta = np.array(values) - np.array(rights["shipped"])
+            print(f"| {name} | {delta.mean():+.4f} | {delta.min():+.3f} | {delta.max():+.3f} |")
     return 0
 
 
