@@ -1,6 +1,11 @@
 """Warm `ask` latency on an index: p50 / p95 / max over the golden questions, as a table.
 
     .venv/bin/python bench/ask_latency.py --lake /path/to/lake [--golden data/golden/sample_golden.jsonl]
+        [--search] [--term-counting vocabulary|batched|per-term]
+
+`--search` also times `search` (hybrid, k=10) on each question, just before its `ask`.
+`--term-counting` picks how permitted document frequencies are counted (api.TERM_COUNTING;
+the counts, hence the results, are the same): per-term is the full-text count before issue 18.
 
 The index is opened once and warmed by one untimed question (model load, table open, first
 per-principal statistics); each question is then asked `--repeat` times and every call is
@@ -44,17 +49,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--golden", default=str(DEFAULT_GOLDEN))
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument("--repeat", type=int, default=1, help="timed calls per question")
+    p.add_argument("--search", action="store_true", help="time search (hybrid, k=10) too")
+    p.add_argument("--term-counting", default=None, help="api.TERM_COUNTING (default: the index's)")
     args = p.parse_args(argv)
 
     questions = [q["question"] for q in load_golden(Path(args.golden))][: args.limit]
     if len(questions) < 5:
         raise SystemExit("need at least 5 questions for a median")
     index = RagIndex.open(args.lake)
+    if args.term_counting:
+        index.term_counting = args.term_counting
     index.ask("warm-up: how does this index answer?")
     timings: dict[str, list[float]] = {"answered": [], "refused": []}
     cpu: dict[str, list[float]] = {"answered": [], "refused": []}
     for question in questions:
         for _ in range(args.repeat):
+            if args.search:
+                started, cpu_started = time.perf_counter(), time.process_time()
+                index.search(question, mode="hybrid", k=10)
+                timings.setdefault("search", []).append((time.perf_counter() - started) * 1000)
+                cpu.setdefault("search", []).append((time.process_time() - cpu_started) * 1000)
             started, cpu_started = time.perf_counter(), time.process_time()
             answer = index.ask(question)
             kind = "refused" if answer.refused else "answered"
@@ -62,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             cpu[kind].append((time.process_time() - cpu_started) * 1000)
     timings["all"] = timings["answered"] + timings["refused"]
     cpu["all"] = cpu["answered"] + cpu["refused"]
-    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}")
+    timings["search"], cpu["search"] = timings.pop("search", []), cpu.pop("search", [])
+    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}")
     print("| calls | n | p50 ms | p95 ms | mean ms | max ms | CPU p50 ms |")
     print("|---|---|---|---|---|---|---|")
     for name, values in timings.items():

@@ -30,7 +30,7 @@ from rag_pipeline.query.retrieve import (
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
-from rag_pipeline.store.terms import permitted_frequencies
+from rag_pipeline.store.terms import BATCH_COUNT_ROWS, SCOPE_VOCABULARY_MAX_ROWS, fts_token, lookup, permitted_frequencies, vocabulary
 
 MODES = ("hybrid", "hybrid-rrf", "vector", "keyword")  # hybrid = query-aware fusion; hybrid-rrf = plain RRF
 RRF_K = 60  # plain RRF (hybrid-rrf), the baseline of Cormack et al.
@@ -45,7 +45,12 @@ TRANSLATED_ARM_WEIGHT = 1.0
 TRANSLATED_FULL_TRUST_COVERAGE = 1.0
 BACKGROUND_SAMPLE = 512
 SENTENCE_CACHE = 4096  # answer-sentence vectors kept in-process (the dense fallback of sentence selection)
-SCOPES_CACHED = 32  # per-filter statistics (row count, background sample) kept for this many filters
+SCOPES_CACHED = 32  # per-filter statistics (row count, background sample, vocabulary) kept for this many filters
+# How permitted document frequencies are counted (issue 18): "vocabulary" = looked up in the
+# filter's own vocabulary when it admits at most SCOPE_VOCABULARY_MAX_ROWS chunks, or in the
+# generation's term_stats when it admits every chunk, else as "batched" = one OR-ed full-text
+# query; "per-term" = one full-text query per term (the reference). All give the same counts.
+TERM_COUNTING = ("vocabulary", "batched", "per-term")
 
 
 @dataclass
@@ -118,7 +123,9 @@ class RagIndex:
         self.reranker = reranker  # None: fused order is final
         self.rerank_top_n = rerank_top_n
         self.translate_queries = True  # the dictionary-translated keyword arm of `hybrid` (off: ablation)
+        self.term_counting = "vocabulary"  # one of TERM_COUNTING; all give the same counts
         self.chunks = lake.open_published(s.CHUNKS, manifest)
+        self._term_stats = None  # opened on first need: a filter admitting every chunk of a large generation
         # Statistics that decide answers and refusals are taken over the rows the asker may read
         # (keyed by the search filter), never over the whole generation: see _scope.
         self._scopes: dict[str, dict] = {}
@@ -204,7 +211,7 @@ class RagIndex:
             rows.update((r["chunk_id"], r) for r in translated)
         scope = self._scope(predicate)
         terms = query_terms(query) | frozenset(translation.terms if translation else ())
-        doc_freq = permitted_frequencies(self.chunks, terms, predicate)
+        doc_freq = self._permitted_frequencies(terms, predicate, scope)
         hit_weights = {}
         if mode == "hybrid" and "keyword" in rankings:
             hit_weights["keyword"] = self._keyword_weights(
@@ -250,6 +257,19 @@ class RagIndex:
             hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
         evidence = {**self._evidence(query, query_vec, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
         return hits, (query_vec, evidence, rows, doc_freq, scope["rows"], rendered)
+
+    def _permitted_frequencies(self, terms: frozenset[str], predicate: str, scope: dict) -> dict[str, int]:
+        """Document frequencies over the chunks the asker may read (TERM_COUNTING)."""
+        if self.term_counting not in TERM_COUNTING:
+            raise ValueError(f"term_counting must be one of {TERM_COUNTING}, got {self.term_counting!r}")
+        known = scope["vocabulary"] if self.term_counting == "vocabulary" else None
+        if self.term_counting == "vocabulary" and known is None and scope["whole"] and s.TERM_STATS in self.manifest["table_versions"]:
+            # nothing is hidden from this asker: the generation's own counts are theirs
+            if self._term_stats is None:
+                self._term_stats = self.lake.open_published(s.TERM_STATS, self.manifest).to_lance()
+            known = lookup(self._term_stats, frozenset(token for t in terms if (token := fts_token(t))))
+        batch_rows = 0 if self.term_counting == "per-term" else BATCH_COUNT_ROWS
+        return permitted_frequencies(self.chunks, terms, predicate, known=known, batch_rows=batch_rows)
 
     def _keyword_weights(self, query: str, keyword_rows: list[dict], doc_freq: dict[str, int], n_docs: int) -> dict[str, float]:
         """Each keyword hit's say: its idf coverage of the query; across languages, of codes only."""
@@ -300,12 +320,17 @@ class RagIndex:
         }
 
     def _scope(self, predicate: str) -> dict:
-        """Per-filter statistics: how many chunks the filter admits and a background vector sample.
+        """Per-filter statistics: how many chunks the filter admits, a background vector sample and,
+        for a filter admitting at most SCOPE_VOCABULARY_MAX_ROWS chunks, their vocabulary.
 
         The background (the query's similarity to "unrelated text") is a deterministic sample of
         the admitted chunks, ordered by chunk id, so it depends on the admitted rows alone: a
         secret document neither enters an ordinary user's sample nor shifts which rows it holds.
-        Cached per filter (a principal and its extra `where`) for the index's lifetime.
+        The vocabulary (term -> admitted chunks holding it) is read from the admitted rows alone
+        too, so a query's document frequencies are look-ups that neither count nor touch a chunk
+        the asker may not read (store.terms.permitted_frequencies); `whole` says the filter
+        admits every chunk, so the generation's term_stats are the asker's. Cached per filter (a
+        principal and its extra `where`) for the index's lifetime.
         """
         cached = self._scopes.get(predicate)
         if cached is not None:
@@ -319,9 +344,15 @@ class RagIndex:
         if len(row_ids):
             vectors = self.chunks.to_lance()._take_rows(row_ids.tolist(), columns=["vector"]).column("vector")
             background = vectors.combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+        known = None
+        if ids.num_rows <= SCOPE_VOCABULARY_MAX_ROWS:
+            admitted = ids.column("_rowid").to_pylist()
+            texts = self.chunks.to_lance()._take_rows(admitted, columns=[s.SEARCH_TEXT_COLUMN]) if admitted else None
+            known = vocabulary(texts.column(s.SEARCH_TEXT_COLUMN)) if texts is not None else {}
         if len(self._scopes) >= SCOPES_CACHED:
             self._scopes.pop(next(iter(self._scopes)))
-        scope = self._scopes[predicate] = {"rows": ids.num_rows, "background": background}
+        whole = ids.num_rows == self.chunks.count_rows()  # the filter admits every chunk of the generation
+        scope = self._scopes[predicate] = {"rows": ids.num_rows, "background": background, "vocabulary": known, "whole": whole}
         return scope
 
     # --- answering ------------------------------------------------------------------------

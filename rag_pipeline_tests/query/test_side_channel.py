@@ -14,7 +14,7 @@ import json
 import pytest
 
 from rag_pipeline.query import RagIndex
-from rag_pipeline.query.filters import Principal
+from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline_tests.indexing import run_index
 
 pytestmark = pytest.mark.slow
@@ -90,3 +90,51 @@ def test_the_secret_document_is_indexed_and_relevant_to_the_questions(twin_lakes
     ordinary = with_secret.ask("What is the payload of the ZX-9 quokka prototype?")
     # the ordinary user's refusal names the code as unknown: to them, no document mentions it
     assert ordinary.refused and "zx-9" in ordinary.reason.lower()
+
+
+class CountingTable:
+    """The real chunks table, with every full-text query it is asked recorded (issue 18)."""
+
+    def __init__(self, table):
+        self._table = table
+        self.fts_queries: list[str] = []
+
+    def search(self, query=None, *args, **kwargs):
+        if kwargs.get("query_type") == "fts":
+            self.fts_queries.append(query)
+        return self._table.search(query, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._table, name)
+
+
+@pytest.mark.parametrize("counting", ["vocabulary", "batched", "per-term"])
+def test_a_secret_document_changes_neither_the_answers_nor_the_full_text_queries_an_ordinary_user_costs(twin_lakes, counting):
+    """Document frequencies (idf, coverage, unknown codes) are counted the same way whether or not
+    a secret document holds the question's rare words ("zephyrine", "quokka", "zx-9"): the same
+    full-text queries, in the same order, and byte-identical answers, in each counting mode.
+    (search()'s keyword_score is the engine's BM25, whose idf spans the whole index: not compared.)
+    """
+    without, with_secret = (RagIndex.open(lake) for lake in twin_lakes)
+    for index in (without, with_secret):
+        index.term_counting = counting
+        index.chunks = CountingTable(index.chunks)
+    for question in QUESTIONS:
+        issued = []
+        for index in (without, with_secret):
+            index.chunks.fts_queries.clear()
+            answer = _as_bytes(index.ask(question))
+            issued.append((list(index.chunks.fts_queries), answer))
+        assert issued[0] == issued[1], question
+        if counting == "vocabulary":  # the two keyword arms' own queries only: no query counts a term
+            assert len(issued[0][0]) <= 2, issued[0][0]
+
+
+def test_an_ordinary_users_vocabulary_holds_only_what_they_may_read(twin_lakes):
+    """The per-filter vocabulary the counts are looked up in is read from admitted chunks only."""
+    with_secret = RagIndex.open(twin_lakes[1])
+    ordinary = set(with_secret._scope(search_filter())["vocabulary"])
+    cleared = set(with_secret._scope(search_filter(Principal(clearance="secret")))["vocabulary"])
+    secret_words = {"zephyrin", "zephyrine", "quokka", "zx-9", "zx9"}
+    assert secret_words & cleared
+    assert not secret_words & ordinary
