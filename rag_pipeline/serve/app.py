@@ -6,12 +6,14 @@ and appended to the query log (querylog.py)."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,13 +22,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rag_pipeline.config import Settings, serve_tokens_file
 from rag_pipeline.embedding.encoder import ModelLoadError, ModelMismatchError
+from rag_pipeline.query.generate import context_sources, stream_answer
 from rag_pipeline.serve import chat, recording
 from rag_pipeline.serve.auth import AuthError, Identity, TokenStore
 from rag_pipeline.serve.live import LiveIndex
 from rag_pipeline.serve.page import PAGE
 from rag_pipeline.serve.querylog import QueryLog
 from rag_pipeline.serve.schemas import AskRequest, ChatRequest, FeedbackRequest, SearchRequest
-from rag_pipeline.serve.sse import answer_events, sse
+from rag_pipeline.serve.sse import answer_events, in_thread, llm_answer_events, sse
 from rag_pipeline.store.lake import IndexNotFoundError, IndexUnreadableError
 
 try:  # /docs with Swagger UI and ReDoc served from the package, not from a CDN (machines here are offline)
@@ -51,6 +54,20 @@ def error_body(code: str, message: str, kind: str) -> dict:
 
 def public_hit(hit: dict, debug: bool) -> dict:
     return dict(hit) if debug else {k: hit[k] for k in PUBLIC_FIELDS}
+
+
+_extractive: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def extractive_index(index):
+    """The served index without its LLM (same tables, model and caches): a streamed request takes
+    the extractive answer and the hits from it, then streams the model's reply itself."""
+    plain = _extractive.get(index)
+    if plain is None:
+        plain = copy.copy(index)
+        plain.llm = None
+        _extractive[index] = plain
+    return plain
 
 
 class Service:
@@ -231,6 +248,31 @@ def create_app(
         answer, hits = recording.ask_with_hits(snap.index, question, k, who.principal)
         return snap, answer, hits
 
+    def do_ask_extractive(question: str, k: int, who: Identity):
+        """The extractive answer and the hits, without the model: a streamed answer asks it itself."""
+        snap = service.snapshot()
+        answer, hits = recording.ask_with_hits(extractive_index(snap.index), question, k, who.principal)
+        return snap, answer, hits
+
+    def model_stream(question: str, hits: list[dict], extractive, llm):
+        """The model's reply as it arrives, then its checked answer (generate.stream_answer), off the loop."""
+        return in_thread(lambda: stream_answer(question, context_sources(hits), extractive, llm))
+
+    @asynccontextmanager
+    async def logged_at_end(rid, endpoint, who, question, hits, started, generation):
+        """Logs the checked answer when the stream settles on it; a client that left before logs 499."""
+        done = []
+
+        def finished(answer):
+            done.append(answer)
+            log_request(rid, endpoint, who, question, "hybrid", hits, answer.refused, answer.reason, started, generation)
+
+        try:
+            yield finished
+        finally:
+            if not done:
+                log_request(rid, endpoint, who, question, "hybrid", hits, None, "the stream ended before the answer was checked", started, generation, status=499)
+
     async def answer_for(question: str, k: int, who: Identity, endpoint: str, rid: str, started: float):
         snap, answer, hits = await service.run(do_ask, question, k, who)
         log_request(rid, endpoint, who, question, "hybrid", hits, answer.refused, answer.reason, started, snap.generation)
@@ -251,18 +293,23 @@ def create_app(
             async def events():
                 yield sse("meta", {"request_id": rid})
                 try:
-                    snap, answer, hits = await answer_for(body.question, body.k, who, "ask-stream", rid, started)
+                    snap, answer, hits = await service.run(do_ask_extractive, body.question, body.k, who)
+                    extra = {"generation": snap.generation}
+                    if body.debug:
+                        extra["debug"] = {"hits": [public_hit(h, True) for h in hits]}
+                    if snap.index.llm is None or answer.refused:  # composed and checked already
+                        log_request(rid, "ask-stream", who, body.question, "hybrid", hits, answer.refused, answer.reason, started, snap.generation)
+                        async for event in answer_events(answer, extra, started):
+                            yield event
+                        return
+                    async with logged_at_end(rid, "ask-stream", who, body.question, hits, started, snap.generation) as finished:
+                        items = model_stream(body.question, hits, answer, snap.index.llm)
+                        async for event in llm_answer_events(items, extra, started, finished):
+                            yield event
                 except ServiceUnavailable as exc:
                     yield sse("error", error_body(exc.code, exc.message, "unavailable"))
-                    return
                 except Exception as exc:  # the stream has begun: the error travels as an event
                     yield sse("error", error_body("internal_error", f"{type(exc).__name__}: the server could not answer", "server_error"))
-                    return
-                extra = {"generation": snap.generation}
-                if body.debug:
-                    extra["debug"] = {"hits": [public_hit(h, True) for h in hits]}
-                async for event in answer_events(answer, extra, started):
-                    yield event
 
             return StreamingResponse(events(), media_type="text/event-stream", headers={"X-Request-Id": rid, "Cache-Control": "no-cache"})
         snap, answer, hits = await answer_for(body.question, body.k, who, "ask", rid, started)
@@ -281,15 +328,20 @@ def create_app(
             async def events():
                 yield chat.first_chunk(rid, body.model)
                 try:
-                    snap, answer, _ = await answer_for(question, 5, who, "chat-stream", rid, started)
+                    snap, answer, hits = await service.run(do_ask_extractive, question, 5, who)
+                    if snap.index.llm is None or answer.refused:  # composed and checked already
+                        log_request(rid, "chat-stream", who, question, "hybrid", hits, answer.refused, answer.reason, started, snap.generation)
+                        async for event in chat.stream_chunks(rid, body.model, answer, snap.generation):
+                            yield event
+                        return
+                    async with logged_at_end(rid, "chat-stream", who, question, hits, started, snap.generation) as finished:
+                        items = model_stream(question, hits, answer, snap.index.llm)
+                        async for event in chat.llm_stream_chunks(rid, body.model, items, snap.generation, finished):
+                            yield event
                 except ServiceUnavailable as exc:
                     yield sse(None, error_body(exc.code, exc.message, "unavailable"))
-                    return
                 except Exception as exc:
                     yield sse(None, error_body("internal_error", f"{type(exc).__name__}: the server could not answer", "server_error"))
-                    return
-                async for event in chat.stream_chunks(rid, body.model, answer, snap.generation):
-                    yield event
 
             return StreamingResponse(events(), media_type="text/event-stream", headers={"X-Request-Id": rid, "Cache-Control": "no-cache"})
         snap, answer, _ = await answer_for(question, 5, who, "chat", rid, started)

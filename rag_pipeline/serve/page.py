@@ -170,6 +170,7 @@ async function streamAnswer(question) {
       });
       const payload = JSON.parse(data);
       if (event === "token") $("answer").textContent += payload.text;
+      else if (event === "replace") $("answer").textContent = payload.text;  // the checked answer replaces what streamed
       else if (event === "citations") {
         renderCitations(payload.citations);
         $("generation").textContent = payload.generation;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -16,10 +17,12 @@ from rag_pipeline.query.api import Hit
 from rag_pipeline.query.generate import (
     REFUSAL_REASON,
     LLMSettings,
+    StreamEnd,
     build_messages,
     check_faithfulness,
     generate_answer,
     is_refusal,
+    stream_answer,
 )
 
 LEAVE_EN = (
@@ -65,6 +68,25 @@ class ScriptedLLM:
         self.delay_s = 0.0
         self.requests: list[dict] = []
         self.release = threading.Event()  # ends a delayed reply early at teardown
+        self.token_delay_s = 0.0  # streamed replies (`stream: true`): the pause between tokens
+        self.die_after: int | None = None  # streamed replies: stop after this many tokens, no [DONE]
+        self.sent_last_token_at: float | None = None  # time.monotonic()
+
+    def stream(self, handler) -> None:
+        """The content as OpenAI chat-completion chunks, a few words each, then [DONE]."""
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.end_headers()
+        for i, token in enumerate(re.findall(r"\S+\s*", self.content)):
+            if i and self.token_delay_s:
+                self.release.wait(self.token_delay_s)
+            if i == self.die_after:
+                return
+            chunk = {"choices": [{"index": 0, "delta": {"content": token}, "finish_reason": None}]}
+            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            handler.wfile.flush()
+            self.sent_last_token_at = time.monotonic()
+        handler.wfile.write(b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n')
 
     def completion(self) -> bytes:
         if self.raw_body is not None:
@@ -90,6 +112,12 @@ def llm(monkeypatch):
             script.requests.append({"path": self.path, "headers": dict(self.headers), "body": json.loads(body)})
             if script.delay_s:
                 script.release.wait(script.delay_s)
+            if script.status == 200 and script.raw_body is None and script.requests[-1]["body"].get("stream"):
+                try:
+                    script.stream(self)
+                except OSError:
+                    pass
+                return
             payload = script.completion() if script.status == 200 else b'{"error": {"message": "model overloaded"}}'
             try:
                 self.send_response(script.status)
@@ -272,6 +300,144 @@ def test_the_post_seam_receives_the_request_and_its_failure_is_contained():
     assert seen["url"] == "https://llm.example/v1/chat/completions" and seen["timeout_s"] == 7
     assert seen["headers"] == {"Authorization": "Bearer k"} and seen["payload"]["model"] == "gpt-4o-mini"
     assert answer.reason.endswith("LLM unavailable: ConnectionResetError: peer reset")
+
+
+# --- streaming ----------------------------------------------------------------------------
+
+
+def drain(items) -> tuple[list[str], StreamEnd]:
+    items = list(items)
+    assert all(isinstance(i, str) for i in items[:-1]) and isinstance(items[-1], StreamEnd)
+    return items[:-1], items[-1]
+
+
+def seam(deltas, consumed: list | None = None):
+    """A stream seam handing out `deltas` (recording each one taken)."""
+    def stream(url, payload, headers, timeout_s):
+        assert payload["stream"] is True
+        for d in deltas:
+            if consumed is not None:
+                consumed.append(d)
+            yield d
+    return stream
+
+
+def test_a_streamed_answer_arrives_piece_by_piece_and_equals_the_unstreamed_one(llm):
+    llm.content = (
+        "未休完的年假最多可结转5天，须在次年3月31日前休完 [2]。"
+        "Full-time employees get 15 days of paid annual leave, rising to 20 after five years [1][2]."
+    )
+    llm.token_delay_s = 0.05
+    started = time.monotonic()
+    items = stream_answer(QUESTION, HITS, extractive_answer(), llm.settings)
+    first = next(items)
+    first_at = time.monotonic()
+    pieces, end = drain(items)
+    pieces = [first, *pieces]
+    assert first_at < llm.sent_last_token_at and first_at - started < 0.5  # before the model finished
+    assert len(pieces) > 5 and not end.replaced
+    assert "".join(pieces) == end.text == end.answer.answer
+    assert llm.requests[0]["body"]["stream"] is True and llm.requests[0]["headers"]["Accept"] == "text/event-stream"
+    assert end.answer == generate_answer(QUESTION, HITS, extractive_answer(), llm.settings)  # same text, whole
+
+
+@pytest.mark.parametrize(
+    "deltas",
+    [
+        ["See [", "3", "] and [1", ", 3]", " ok."],
+        ["<thi", "nk>Source [4] maybe</th", "ink>\n", "  See [3] and [1,3] ok. ", "\n"],
+        ["See [3]", " and [1, ", "3] ok.", "  "],
+    ],
+)
+def test_markers_and_reasoning_split_across_deltas_are_handed_on_whole(deltas):
+    settings = LLMSettings("http://unused/v1", "m")
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), settings, stream=seam(deltas)))
+    assert "".join(pieces) == end.answer.answer == "See [1] and [2, 1] ok." and not end.replaced
+    assert not any(p.endswith("[") or "think" in p for p in pieces)
+
+
+CONTENTS = [
+    "You get 15 days [1]. After five years, 20 days [1][3].",
+    "年假最多可结转5天 [2]，须在3月31日前休完 [2, 1]。",
+    "<think>[7]?</think>Rinse the filter [3].",
+    "Leave is unlimited [9]. Really [1].",
+    "I don't know",
+    "You get fifteen days.",
+    "  ",
+    "Fifteen days [1] <think>unclosed",
+    "Cited twice [1][1] and grouped [1，2].",
+]
+
+
+@pytest.mark.parametrize("content", CONTENTS)
+def test_streaming_settles_on_what_the_whole_reply_gets_even_one_character_at_a_time(content):
+    settings = LLMSettings("http://unused/v1", "m")
+    whole = generate_answer(QUESTION, HITS, extractive_answer(), settings,
+                            post=lambda *a: {"choices": [{"message": {"content": content}}]})
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), settings, stream=seam(list(content))))
+    assert end.answer == whole
+    shown = "".join(pieces)
+    assert end.replaced == (shown != end.text)
+    if not end.replaced:
+        assert shown == whole.answer
+
+
+def test_a_citation_outside_the_sources_stops_the_stream_at_once():
+    consumed: list[str] = []
+    deltas = ["You get 15 days [1]", ", and unlimited sick leave [9]", " honestly", " [2]."]
+    settings = LLMSettings("http://unused/v1", "m")
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), settings, stream=seam(deltas, consumed)))
+    assert consumed == deltas[:2] and end.replaced
+    assert "".join(pieces) == "You get 15 days [1]"  # nothing of the delta with the bad marker went out
+    assert end.answer.answer == extractive_answer().answer and end.answer.evidence["generator"] == "extractive (llm failed)"
+    assert end.answer.reason.endswith("LLM answer rejected: citation [9] is outside the 3 retrieved sources")
+
+
+def test_a_streamed_i_dont_know_is_replaced_by_the_refusal(llm):
+    llm.content = "I don't know."
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), llm.settings))
+    assert "".join(pieces) == "I don't know." and end.replaced and end.text == ""
+    assert end.answer.refused and end.answer.reason == REFUSAL_REASON
+
+
+def test_a_stream_that_dies_midway_falls_back(llm):
+    llm.content, llm.die_after = "Full-time employees get 15 days [1].", 2
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), llm.settings))
+    assert "".join(pieces) == "Full-time employees" and end.replaced
+    assert end.answer.answer == extractive_answer().answer
+    assert end.answer.reason.endswith("LLM unavailable: ConnectionError: the stream ended before [DONE]")
+
+
+@pytest.mark.parametrize(
+    ("status", "raw_body", "note"),
+    [(500, None, "LLM unavailable: HTTP 500"), (200, b'{"choices": []}', "LLM unavailable: ValueError: the reply has no choices")],
+)
+def test_a_streaming_endpoint_failure_before_any_text_falls_back(llm, status, raw_body, note):
+    llm.status, llm.raw_body = status, raw_body
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), llm.settings))
+    assert pieces == [] and end.replaced and end.answer.answer == extractive_answer().answer
+    assert note in end.answer.reason
+
+
+def test_a_server_that_ignores_stream_is_read_whole(llm):
+    llm.raw_body = json.dumps({"choices": [{"message": {"content": "You get 15 days [1]."}}]}).encode()
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), llm.settings))
+    assert pieces == ["You get 15 days [1]."] and not end.replaced and end.answer.evidence["generator"] == "llm"
+
+
+def test_an_error_event_mid_stream_falls_back():
+    def stream(url, payload, headers, timeout_s):
+        yield "You get 15 days"
+        raise ValueError("the stream carried an error: model overloaded")
+
+    pieces, end = drain(stream_answer(QUESTION, HITS, extractive_answer(), LLMSettings("http://unused/v1", "m"), stream=stream))
+    assert pieces == ["You get 15 days"] and end.replaced and "model overloaded" in end.answer.reason
+
+
+def test_a_refused_extractive_answer_streams_nothing_and_calls_no_model(llm):
+    refused = Answer("Who won the 1998 World Cup?", "", True, "nothing relevant was found", [], {"candidates": 40})
+    pieces, end = drain(stream_answer(refused.question, HITS, refused, llm.settings))
+    assert pieces == [] and not end.replaced and end.answer.refused and llm.requests == []
 
 
 # --- pure helpers -------------------------------------------------------------------------
