@@ -133,7 +133,38 @@ CANDIDATES = {  # name: (evidence fields needed, extra features beyond GATE_FEAT
     "+aligned_coverage (rendering x0.75)": (("aligned_inputs",), lambda r: [_PASSAGE_075(r)]),
     "+aligned_sentence_coverage": (("aligned_inputs",), lambda r: [_SENTENCE(r)]),
     "+aligned_coverage, +cross×aligned": (("aligned_inputs",), lambda r: [_PASSAGE(r), float(bool(r["evidence"].get("cross_lingual"))) * _PASSAGE(r)]),
+    "+relevance (trained cross-encoder, --relevance)": (("relevance",), _ev("relevance")),
+    "+relevance, +cross×relevance": (("relevance",), lambda r: _ev("relevance")(r) + [_cross(r) * r["evidence"]["relevance"]]),
+    "+relevance, +zh×relevance": (("relevance",), lambda r: _ev("relevance")(r) + [_zh(r) * r["evidence"]["relevance"]]),
 }
+RELEVANCE_ONLY = {  # the trained model's log-odds alone, and beside the dense evidence only
+    "relevance alone": (("relevance",), _ev("relevance")),
+    "relevance + dense_z + dense_gap_z + cross_lingual": (("relevance",), lambda r: _ev("relevance")(r) + [
+        r["evidence"]["dense_z"], r["evidence"]["dense_gap_z"], _cross(r)]),
+}
+
+
+def _cross(r) -> float:
+    return float(bool(r["evidence"].get("cross_lingual")))
+
+
+def add_relevance(rows: list[dict], weights: Path, cache_dir: Path | None) -> None:
+    """The relevance model's best log-odds over each case's recorded context passages (what `ask`
+    hands the quote), as evidence field `relevance`; cached beside the records per weights file."""
+    from relevance_model import RelevanceModel, best_relevance, builtin_e5_dir
+
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    cache_path = (cache_dir or weights.parent) / f"relevance_{digest}.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    model = RelevanceModel(builtin_e5_dir(), weights)
+    for r in rows:
+        inputs = r["evidence"].get("aligned_inputs") or {}
+        passages = [h["text"] for h in inputs.get("hits") or []]
+        key = hashlib.sha256(json.dumps([inputs.get("question"), passages], ensure_ascii=False).encode()).hexdigest()
+        if key not in cache:
+            cache[key] = best_relevance(inputs.get("question", ""), passages, model)
+        r["evidence"]["relevance"] = cache[key]
+    cache_path.write_text(json.dumps(cache))
 FOLD_SEEDS = ("gate-cv-1", "gate-cv-2")  # the second seed: how much the folds alone move a column
 
 
@@ -242,6 +273,8 @@ def main() -> int:
     parser.add_argument("--part", choices=("bench", "golden"), action="append", help="--record only these (two processes)")
     parser.add_argument("--seeds", type=int, default=0, help="also: each candidate's CV right minus shipped's, over this many fold seeds")
     parser.add_argument("--records", type=Path, help="read the cases recorded by --record from this folder")
+    parser.add_argument("--relevance", type=Path, help="score the recorded context passages with these relevance weights "
+                        "(bench/train_relevance.py) and try them as gate evidence")
     args = parser.parse_args()
     if args.record:
         record(args.record, tuple(args.part or ("bench", "golden")))
@@ -251,6 +284,8 @@ def main() -> int:
     else:
         bench = load_benchmark()
         sample, corpus = collect_golden(*SAMPLE), collect_golden(*CORPUS)
+    if args.relevance:
+        add_relevance(bench + sample + corpus, args.relevance, args.records)
     for r in bench:
         r.setdefault("lang", detect_language(r["question"]) if detect_language(r["question"]) == "zh" else "en")
     fit_rows = [r for r in bench if r["half"] == "fit"] + [r for r in sample if r["half"] == "fit"]
@@ -262,7 +297,7 @@ def main() -> int:
           " CV right, fold seed 2 | Δ right per fold vs shipped (seed 1; seed 2) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     candidates = {name: (needs, lambda r, extra=extra: gate_features(r["evidence"]) + extra(r)) for name, (needs, extra) in CANDIDATES.items()}
-    candidates |= FULL
+    candidates |= FULL | RELEVANCE_ONLY
     base_fold_right = {}
     for name, (needs, features) in candidates.items():
         if any(key not in r["evidence"] for key in needs for r in fit_rows):
