@@ -53,10 +53,27 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of the server: the process and its children (the worker processes of
+    `rag serve --processes N`), summed."""
+    total = 0.0
+    for member in (pid, *children(pid)):
+        try:
+            for line in Path(f"/proc/{member}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) / 1024
+        except OSError:  # exited meanwhile
+            continue
+    return total
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return [d for c in found for d in (c, *children(c))]
 
 
 def free_port() -> int:
@@ -146,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=60, help="seconds per endpoint and client count (at most 600)")
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--endpoints", default="search,ask")
-    parser.add_argument("--workers", type=int, default=4, help="the server's worker threads")
+    parser.add_argument("--workers", type=int, default=4, help="the server's worker threads (per process)")
+    parser.add_argument("--processes", type=int, default=1, help="server processes (rag serve --processes)")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serve_load.json"))
     args = parser.parse_args(argv)
     duration = min(args.duration, 600)
@@ -161,25 +179,28 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1", "LANCEDB_LOG": "error"}
         server = subprocess.Popen(
             [sys.executable, "-m", "rag_pipeline.serve", "--host", "127.0.0.1", "--port", str(port), "--lake", args.lake,
-             "--tokens", str(tokens_file), "--workers", str(args.workers), "--log-level", "warning"],
+             "--tokens", str(tokens_file), "--workers", str(args.workers), "--processes", str(args.processes),
+             "--log-level", "warning"],
             cwd=REPO, env=env,
         )
         try:
             started = time.perf_counter()
+            ready_in_a_row = 0  # each new connection may reach another process: all must be warm
             while time.perf_counter() - started < 300:
                 try:
-                    if httpx.get(url + "/readyz", timeout=5).status_code == 200:
-                        break
+                    ready_in_a_row = ready_in_a_row + 1 if httpx.get(url + "/readyz", timeout=5).status_code == 200 else 0
                 except httpx.HTTPError:
-                    pass
-                time.sleep(0.5)
+                    ready_in_a_row = 0
+                if ready_in_a_row >= 1 + 10 * (args.processes - 1):
+                    break
+                time.sleep(0.5 if ready_in_a_row == 0 else 0.02)
             else:
                 raise SystemExit("the server did not become ready within 300 s")
             ready_s = time.perf_counter() - started
-            for q in QUESTIONS:  # warm the per-principal statistics and the sentence cache once
+            for q in QUESTIONS * args.processes:  # warm the per-principal statistics and the sentence cache (per process, roughly)
                 httpx.post(url + "/v1/ask", json={"question": q}, headers=headers, timeout=120)
             results = {"ready_s": round(ready_s, 1), "load_average_before": os.getloadavg(), "cores": os.cpu_count(),
-                       "duration_s": duration, "workers": args.workers, "levels": []}
+                       "duration_s": duration, "workers": args.workers, "processes": args.processes, "levels": []}
             results.update(asyncio.run(first_token_ms(url, headers)))
             for endpoint in args.endpoints.split(","):
                 for clients in (int(c) for c in args.clients.split(",")):

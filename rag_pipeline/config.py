@@ -84,6 +84,26 @@ def serve_tokens_file() -> str | None:
     return env_str("RAG_SERVE_TOKENS") or None
 
 
+SERVE_WORKER_OPTIONS = "RAG_SERVE_WORKER_OPTIONS"  # set by `rag serve --processes N` for its worker processes
+
+
+def export_serve_worker_options(options: dict) -> None:
+    """Hand `rag serve`'s options to the uvicorn worker processes it starts (they inherit the
+    environment and build their app from it: serve.app.app_from_worker_options)."""
+    import json
+
+    os.environ[SERVE_WORKER_OPTIONS] = json.dumps(options)
+
+
+def serve_worker_options() -> dict:
+    import json
+
+    raw = env_str(SERVE_WORKER_OPTIONS)
+    if not raw:
+        raise RuntimeError(f"{SERVE_WORKER_OPTIONS} is not set: worker processes are started by `rag serve --processes N`")
+    return json.loads(raw)
+
+
 def _env_path(name: str, default: str) -> Path:
     """A path setting; a relative one is taken relative to the project root (not the cwd), so
     the CLI, `dagster dev`, the daemon and tests started from anywhere agree on it."""

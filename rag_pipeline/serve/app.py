@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from rag_pipeline.config import Settings, serve_tokens_file
+from rag_pipeline.config import Settings, export_serve_worker_options, serve_tokens_file, serve_worker_options
 from rag_pipeline.embedding.encoder import ModelLoadError, ModelMismatchError
 from rag_pipeline.query.generate import context_sources, stream_answer
 from rag_pipeline.serve import chat, recording
@@ -210,6 +211,7 @@ def create_app(
         if who.is_admin:
             body["lake"] = str(service.lake)
             body["workers"] = service.pool._max_workers
+            body["process"] = os.getpid()  # which server process answered (`rag serve --processes N`)
         return body
 
     # --- search and ask -------------------------------------------------------------------
@@ -364,9 +366,35 @@ def create_app(
 
 
 def run(host: str = "127.0.0.1", port: int = 8000, lake: str | Path | None = None, tokens_file: str | Path | None = None,
-        *, log_questions: bool = True, workers: int = DEFAULT_WORKERS, log_level: str = "info") -> None:
-    """Serve the API (blocking) with uvicorn: what `rag serve` runs."""
+        *, log_questions: bool = True, workers: int = DEFAULT_WORKERS, processes: int = 1, log_level: str = "info") -> None:
+    """Serve the API (blocking) with uvicorn: what `rag serve` runs.
+
+    `processes` > 1 starts that many uvicorn worker processes on one socket, each with its own
+    model, index and `workers` threads: a request's Python work holds one interpreter's GIL, so
+    threads alone stop scaling at about one core (bench/README.md, "HTTP API under load"). Each
+    process picks up promotions on its own (every request still sees one generation) and appends
+    to the same query log (whole lines, under a file lock).
+    """
     import uvicorn
 
-    app = create_app(lake, tokens_file, log_questions=log_questions, workers=workers)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    if processes < 1:
+        raise ValueError(f"processes must be at least 1, got {processes}")
+    if processes == 1:
+        app = create_app(lake, tokens_file, log_questions=log_questions, workers=workers)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        return
+    settings = Settings()
+    tokens_file = tokens_file or serve_tokens_file()
+    if not tokens_file:
+        raise ValueError("a tokens file is required (--tokens FILE or RAG_SERVE_TOKENS); create one with python -m rag_pipeline.serve.tokens add")
+    TokenStore(Path(tokens_file))  # a bad tokens file fails here, once, not in every worker
+    export_serve_worker_options({"lake": str(Path(lake) if lake else settings.lake_dir), "tokens_file": str(tokens_file),
+                                 "log_questions": log_questions, "workers": workers})
+    uvicorn.run("rag_pipeline.serve.app:app_from_worker_options", factory=True, workers=processes,
+                host=host, port=port, log_level=log_level, access_log=False)
+
+
+def app_from_worker_options() -> FastAPI:
+    """The app one `rag serve --processes N` worker process builds, from the options its parent exported."""
+    options = serve_worker_options()
+    return create_app(options["lake"], options["tokens_file"], log_questions=options["log_questions"], workers=options["workers"])

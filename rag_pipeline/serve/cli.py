@@ -19,7 +19,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--tokens", default=None,
         help="bearer tokens file (env RAG_SERVE_TOKENS); add one with python -m rag_pipeline.serve.tokens add --tokens FILE --name NAME",
     )
-    p.add_argument("--workers", type=int, default=4, help="threads for model and index calls (default 4)")
+    p.add_argument("--workers", type=int, default=4, help="threads for model and index calls, per process (default 4)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="server processes, each with its own model and index (~0.9 GB each); more than 1 for "
+                        "throughput on several cores (default 1)")
     p.add_argument("--no-log-questions", action="store_true", help="keep question text out of the query log (<lake>/querylog)")
     p.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
 
@@ -29,7 +32,7 @@ def cmd_serve(args) -> int:
 
     try:
         run(args.host, args.port, lake=args.lake, tokens_file=args.tokens, log_questions=not args.no_log_questions,
-            workers=args.workers, log_level=args.log_level)
+            workers=args.workers, processes=args.processes, log_level=args.log_level)
     except ValueError as exc:
         print(f"rag serve: error: {exc}", file=sys.stderr)
         return 2

@@ -12,7 +12,9 @@ rank in every arm, whether it was refused and why, the latency and the generatio
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,12 +42,21 @@ class QueryLog:
         self._lock = threading.Lock()
 
     def _append(self, kind: str, record: dict) -> None:
+        """One whole line per record, also across server processes (`rag serve --processes N`):
+        a single write() to an O_APPEND file under an exclusive lock, so lines never interleave."""
         now = datetime.now(timezone.utc)
         line = json.dumps({"time": now.isoformat(timespec="milliseconds"), **record}, ensure_ascii=False, default=str)
+        data = (line + "\n").encode("utf-8")
         with self._lock:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with (self.folder / f"{kind}-{now:%Y-%m-%d}.jsonl").open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
+            fd = os.open(self.folder / f"{kind}-{now:%Y-%m-%d}.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, data[written:])
+            finally:
+                os.close(fd)  # releases the lock
 
     def query(
         self,
