@@ -403,23 +403,46 @@ def lancedb_index(
     return manifest
 
 
+STAGE_BATCH_DOCUMENTS = 1_000  # documents whose parses become document rows at once
+STAGE_BATCH_CHUNKS = 5_000  # chunks whose rows are built and streamed into the table at once
+
+
 def _stage_generation(context, lake: Lake, settings, identity, served, signature, raw_documents, parsed_documents, quarantine, chunks, embeddings):
-    """Build the documents, chunks and quarantine rows and stage them as a new generation."""
+    """Build the documents, chunks and quarantine rows and stage them as a new generation.
+
+    Rows are built in batches (STAGE_BATCH_DOCUMENTS parses, STAGE_BATCH_CHUNKS chunks) and the
+    chunk rows streamed into the staged table, so the Python objects alive at once are one
+    batch's, not the corpus's; the stage tables themselves stay memory-mapped Arrow. Row order is
+    the chunks' scan order, whatever the shard count.
+    """
     now = utc_now()
     raws = staging.raw_files_from_table(raw_documents)
-    chunk_records = staging.chunks_from_table(chunks)
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
-    counts = Counter(c.doc_id for c in chunk_records)
+    counted = pc.value_counts(chunks.column("doc_id"))
+    counts = dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())) if len(counted) else {}
     versions = rows.document_versions(raws, previous_docs)
-    documents = rows.documents_table(raws, staging.parsed_from_table(parsed_documents), counts, versions, now)
-    doc_rows = {r["doc_id"]: r for r in documents.to_pylist()}
-    chunk_table = rows.chunks_table(
-        chunk_records, {r.doc_id: r for r in raws}, doc_rows, staging.vectors_from_table(embeddings), identity.dimension
+    parsed_ids = parsed_documents.column("doc_id")
+    documents = pa.concat_tables(
+        [rows.documents_table(batch, staging.parsed_from_table(parsed_documents.filter(pc.is_in(parsed_ids, pa.array([r.doc_id for r in batch], pa.string())))),
+                              counts, versions, now)
+         for batch in (raws[i: i + STAGE_BATCH_DOCUMENTS] for i in range(0, len(raws), STAGE_BATCH_DOCUMENTS))]
+        or [s.documents_schema().empty_table()]
     )
+    doc_rows = {r["doc_id"]: r for r in documents.select(["doc_id", "title", "language", "status"]).to_pylist()}
+    raw_by_id = {r.doc_id: r for r in raws}
+    vector_row = {fingerprint: i for i, fingerprint in enumerate(embeddings.column("fingerprint").to_pylist())}
+
+    def chunk_batches():
+        for start in range(0, chunks.num_rows, STAGE_BATCH_CHUNKS):
+            records = staging.chunks_from_table(chunks.slice(start, STAGE_BATCH_CHUNKS))
+            wanted = sorted({vector_row[c.fingerprint] for c in records})
+            vectors = staging.vectors_from_table(embeddings.take(pa.array(wanted, pa.int64())))
+            yield rows.chunks_table(records, raw_by_id, doc_rows, vectors, identity.dimension)
+
     changes = rows.document_changes(previous_docs, documents)
     manifest = lake.stage(
         documents,
-        chunk_table,
+        chunk_batches(),
         rows.quarantine_table(staging.quarantine_from_table(quarantine), now),
         model=identity.as_dict(),
         run_id=context.run_id,
@@ -427,7 +450,7 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
         ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
         content_signature=signature,
     )
-    return manifest, changes, [r["status"] for r in doc_rows.values()]
+    return manifest, changes, documents.column("status").to_pylist()
 
 
 @dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL)

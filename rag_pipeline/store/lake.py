@@ -10,13 +10,14 @@ versions, so rolling back is promoting an older generation's manifest again.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +31,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 from rag_pipeline.faults import failpoint
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import EXACT, AnnPolicy, vector_index_plan
-from rag_pipeline.store.terms import document_frequencies
+from rag_pipeline.store.terms import document_frequencies, sum_frequencies
 
 MANIFEST_NAME = "index_manifest.json"  # the served generation
 REFUSAL_POLICY_NAME = "refusal_policy.json"  # thresholds fitted by `rag calibrate`, per model
@@ -221,7 +222,7 @@ class Lake:
     def stage(
         self,
         documents: pa.Table,
-        chunks: pa.Table,
+        chunks: pa.Table | Iterable[pa.Table],
         quarantine: pa.Table,
         *,
         model: dict,
@@ -230,7 +231,12 @@ class Lake:
         ann_policy: AnnPolicy = AnnPolicy(),
         content_signature: str | None = None,
     ) -> dict:
-        """Write the tables as new versions and record them as a new, not yet served, generation."""
+        """Write the tables as new versions and record them as a new, not yet served, generation.
+
+        `chunks` may come as batches (tables of the chunks schema, in row order): they are
+        streamed into the table one at a time, so no caller needs the whole generation's rows in
+        memory at once; the term statistics are counted per batch and summed.
+        """
         with self.writing("stage a new generation"):
             manifest = self._stage(documents, chunks, quarantine, model=model, run_id=run_id, stats=stats, ann_policy=ann_policy)
             if content_signature:
@@ -240,29 +246,46 @@ class Lake:
 
     def _stage(self, documents, chunks, quarantine, *, model, run_id, stats, ann_policy) -> dict:
         versions = {}
-        vector_index = {"kind": EXACT, "rows": chunks.num_rows}
-        for name, table in ((s.DOCUMENTS, documents), (s.CHUNKS, chunks), (s.QUARANTINE, quarantine)):
-            written = self.db.create_table(name, data=table, schema=table.schema, mode="overwrite")
-            if name == s.CHUNKS and table.num_rows:
-                written.create_index(
-                    s.SEARCH_TEXT_COLUMN,
-                    config=FTS(
-                        base_tokenizer="whitespace",  # text is pre-tokenized by rag_pipeline.text
-                        lower_case=True,
-                        stem=False,
-                        remove_stop_words=False,
-                        ascii_folding=False,
-                        with_position=False,
-                    ),
-                    replace=True,
-                )
-                for column, index in FILTER_INDEXES.items():
-                    written.create_index(column, config=index(), replace=True)
-                vector_index = self._index_vectors(written, chunks.num_rows, ann_policy)
-            versions[name] = written.version
-            if name == s.DOCUMENTS:
-                failpoint("lancedb_write")
-        terms = document_frequencies(chunks.column(s.SEARCH_TEXT_COLUMN))
+        written = self.db.create_table(s.DOCUMENTS, data=documents, schema=documents.schema, mode="overwrite")
+        versions[s.DOCUMENTS] = written.version
+        failpoint("lancedb_write")
+        batches = iter([chunks] if isinstance(chunks, pa.Table) else chunks)
+        first = next(batches, None)
+        schema = first.schema if first is not None else s.chunks_schema(model["dimension"])
+        counted = {"rows": 0, "terms": []}
+
+        def record_batches():
+            for table in itertools.chain([first] if first is not None else [], batches):
+                counted["rows"] += table.num_rows
+                if table.num_rows:
+                    counted["terms"].append(document_frequencies(table.column(s.SEARCH_TEXT_COLUMN)))
+                yield from table.to_batches()
+
+        written = self.db.create_table(
+            s.CHUNKS, data=pa.RecordBatchReader.from_batches(schema, record_batches()), schema=schema, mode="overwrite"
+        )
+        n_chunks = counted["rows"]
+        vector_index = {"kind": EXACT, "rows": n_chunks}
+        if n_chunks:
+            written.create_index(
+                s.SEARCH_TEXT_COLUMN,
+                config=FTS(
+                    base_tokenizer="whitespace",  # text is pre-tokenized by rag_pipeline.text
+                    lower_case=True,
+                    stem=False,
+                    remove_stop_words=False,
+                    ascii_folding=False,
+                    with_position=False,
+                ),
+                replace=True,
+            )
+            for column, index in FILTER_INDEXES.items():
+                written.create_index(column, config=index(), replace=True)
+            vector_index = self._index_vectors(written, n_chunks, ann_policy)
+        versions[s.CHUNKS] = written.version
+        written = self.db.create_table(s.QUARANTINE, data=quarantine, schema=quarantine.schema, mode="overwrite")
+        versions[s.QUARANTINE] = written.version
+        terms = sum_frequencies(counted["terms"])
         written = self.db.create_table(s.TERM_STATS, data=terms, schema=terms.schema, mode="overwrite")
         if terms.num_rows:
             written.create_index("term", config=BTree(), replace=True)
@@ -276,7 +299,7 @@ class Lake:
             "table_versions": versions,
             "counts": {
                 "documents": documents.num_rows,
-                "chunks": chunks.num_rows,
+                "chunks": n_chunks,
                 "quarantined": quarantine.num_rows,
             },
             "vector_index": vector_index,  # how readers search the vectors (store.ann)

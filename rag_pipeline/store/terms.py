@@ -51,6 +51,18 @@ def document_frequencies(search_text: pa.Array | pa.ChunkedArray, batch_rows: in
     return counted.to_arrow().cast(TERM_STATS_SCHEMA)
 
 
+def sum_frequencies(parts: list[pa.Table]) -> pa.Table:
+    """document_frequencies of several disjoint sets of chunks, summed into one (each chunk was
+    counted once in its own part): the term statistics of a generation written in batches."""
+    import polars as pl
+
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return TERM_STATS_SCHEMA.empty_table()
+    counted = pl.concat([pl.from_arrow(p) for p in parts]).group_by("term").agg(pl.col("df").sum()).sort("term")
+    return counted.to_arrow().cast(TERM_STATS_SCHEMA)
+
+
 def lookup(dataset, terms: frozenset[str]) -> dict[str, int]:
     """Frequencies of `terms` in a lance dataset of TERM_STATS_SCHEMA (a term absent is in no chunk)."""
     if not terms:
