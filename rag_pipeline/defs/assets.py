@@ -114,6 +114,9 @@ def parse_documents(
             scan = scan_digest(raw_table)
             parsed_out[shard] = with_lineage(staging.parsed_to_table(parsed), scan)
             quarantine_out[shard] = with_lineage(staging.quarantine_to_table(quarantined), scan)
+            context.add_asset_metadata({"shard_files": raw_table.num_rows, "shard_documents": len(parsed)},
+                                       asset_key="parsed_documents", partition_key=shard)
+            context.add_asset_metadata({"shard_quarantined": len(quarantined)}, asset_key="quarantine", partition_key=shard)
     yield dg.Output(
         parsed_out,
         output_name="parsed_documents",
@@ -234,6 +237,8 @@ def chunks(
             found = pa.concat_tables([cached, fresh_rows])
             table, shard_tokens = staging.chunks_from_cache(found, keys[shard])
             out[shard] = with_lineage(table, lineage(parsed))
+            context.add_asset_metadata({"shard_documents": parsed.num_rows, "shard_chunks": table.num_rows,
+                                        "shard_rechunked": len(fresh)}, partition_key=shard)
             tokens.append(shard_tokens.to_numpy())
             model_limits |= {m for m in found.column("model_limit").to_pylist() if m is not None}
     tokens = np.concatenate(tokens) if any(len(t) for t in tokens) else np.zeros(1, dtype=np.int32)
@@ -329,6 +334,7 @@ def embeddings(
             embedded, reused = embedded + len(fresh), reused + len(vectors)
             vectors.update(fresh)
             out[shard] = with_lineage(staging.vectors_to_table(vectors, encoder.identity.dimension), lineage(table))
+            context.add_asset_metadata({"shard_vectors": len(vectors), "shard_embedded": len(fresh)}, partition_key=shard)
     context.add_output_metadata(
         {
             "model": encoder.identity.name,
