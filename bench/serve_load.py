@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -80,6 +81,37 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextmanager
+def running_server(lake, tokens_file: Path, *, workers: int = 4, processes: int = 1, env: dict | None = None):
+    """`python -m rag_pipeline.serve` on a free 127.0.0.1 port, warm in every process (each new
+    connection may reach another one), stopped on exit; yields (url, the Popen, seconds to ready)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1", "LANCEDB_LOG": "error", **(env or {})}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "rag_pipeline.serve", "--host", "127.0.0.1", "--port", str(port), "--lake", str(lake),
+         "--tokens", str(tokens_file), "--workers", str(workers), "--processes", str(processes), "--log-level", "warning"],
+        cwd=REPO, env=env,
+    )
+    try:
+        started = time.perf_counter()
+        ready_in_a_row = 0
+        while time.perf_counter() - started < 300:
+            try:
+                ready_in_a_row = ready_in_a_row + 1 if httpx.get(url + "/readyz", timeout=5).status_code == 200 else 0
+            except httpx.HTTPError:
+                ready_in_a_row = 0
+            if ready_in_a_row >= 1 + 10 * (processes - 1):
+                break
+            time.sleep(0.5 if ready_in_a_row == 0 else 0.02)
+        else:
+            raise SystemExit("the server did not become ready within 300 s")
+        yield url, server, time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def body_for(endpoint: str, question: str) -> tuple[str, dict]:
@@ -174,29 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens_file = Path(tmp) / "tokens.json"
         token = add_token(tokens_file, "bench", groups=("all-staff",), clearance="internal")
         headers = {"Authorization": f"Bearer {token}"}
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1", "LANCEDB_LOG": "error"}
-        server = subprocess.Popen(
-            [sys.executable, "-m", "rag_pipeline.serve", "--host", "127.0.0.1", "--port", str(port), "--lake", args.lake,
-             "--tokens", str(tokens_file), "--workers", str(args.workers), "--processes", str(args.processes),
-             "--log-level", "warning"],
-            cwd=REPO, env=env,
-        )
-        try:
-            started = time.perf_counter()
-            ready_in_a_row = 0  # each new connection may reach another process: all must be warm
-            while time.perf_counter() - started < 300:
-                try:
-                    ready_in_a_row = ready_in_a_row + 1 if httpx.get(url + "/readyz", timeout=5).status_code == 200 else 0
-                except httpx.HTTPError:
-                    ready_in_a_row = 0
-                if ready_in_a_row >= 1 + 10 * (args.processes - 1):
-                    break
-                time.sleep(0.5 if ready_in_a_row == 0 else 0.02)
-            else:
-                raise SystemExit("the server did not become ready within 300 s")
-            ready_s = time.perf_counter() - started
+        with running_server(args.lake, tokens_file, workers=args.workers, processes=args.processes) as (url, server, ready_s):
             for q in QUESTIONS * args.processes:  # warm the per-principal statistics and the sentence cache (per process, roughly)
                 httpx.post(url + "/v1/ask", json={"question": q}, headers=headers, timeout=120)
             results = {"ready_s": round(ready_s, 1), "load_average_before": os.getloadavg(), "cores": os.cpu_count(),
@@ -208,9 +218,6 @@ def main(argv: list[str] | None = None) -> int:
                     results["levels"].append(level)
                     print(json.dumps(level), flush=True)
             results["load_average_after"] = os.getloadavg()
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2), encoding="utf-8")

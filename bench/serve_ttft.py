@@ -18,9 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,18 +30,14 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from serve_load import running_server  # noqa: E402
+
 QUESTIONS = [
     "How many days of annual leave do I get?",
     "What does error code E-45 mean?",
     "员工每年有多少天年假？",
     "服务器多久备份一次？",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def direct_ttft_ms(base_url: str, body: dict) -> float:
@@ -95,24 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             tokens_file = Path(tmp) / "tokens.json"
             token = add_token(tokens_file, "bench", groups=("all-staff",), clearance="internal")
-            port = free_port()
-            url = f"http://127.0.0.1:{port}"
-            env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1", "LANCEDB_LOG": "error",
-                   "RAG_LLM_BASE_URL": fake.base_url, "RAG_LLM_MODEL": "fake", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-            server = subprocess.Popen(
-                [sys.executable, "-m", "rag_pipeline.serve", "--host", "127.0.0.1", "--port", str(port), "--lake", args.lake,
-                 "--tokens", str(tokens_file), "--log-level", "warning"], cwd=REPO, env=env)
-            try:
-                started = time.perf_counter()
-                while time.perf_counter() - started < 300:
-                    try:
-                        if httpx.get(url + "/readyz", timeout=5).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    time.sleep(0.5)
-                else:
-                    raise SystemExit("the server did not become ready within 300 s")
+            env = {"RAG_LLM_BASE_URL": fake.base_url, "RAG_LLM_MODEL": "fake", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+            with running_server(args.lake, tokens_file, env=env) as (url, _, _):
                 with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
                     prompts = {}
                     for q in QUESTIONS:  # warm each question once and keep the prompt the service sends
@@ -133,9 +111,6 @@ def main(argv: list[str] | None = None) -> int:
                             t0 = time.perf_counter()
                             http.post("/v1/ask", json={"question": q}).raise_for_status()
                             rows["ask_json"].append((time.perf_counter() - t0) * 1000)
-            finally:
-                server.terminate()
-                server.wait(timeout=30)
     finally:
         fake.stop()
     medians = {k: median(v) for k, v in rows.items()}
