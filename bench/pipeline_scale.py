@@ -22,7 +22,8 @@ For each N it
    ``first`` (fresh lake), ``noop`` (nothing changed) and ``change1pct`` (1 % of the documents
    get a new paragraph appended).
 
-Per run it records wall seconds, the peak RSS of the whole process tree (the sum of VmRSS of
+Per run it records wall seconds, the peak RSS of the whole process tree (also per Dagster step:
+the samples taken between the step's start and end) (the sum of VmRSS of
 ``rag`` and its descendants — the parse workers — sampled from /proc every 0.2 s; also the
 largest single process), the lake's size on disk (``du -sb``), the summary ``rag index --json``
 prints (chunks, parsed, embedded, ...) and seconds per Dagster step (the run's step statistics
@@ -218,11 +219,12 @@ def du_bytes(path: Path) -> int:
     return int(out.split()[0])
 
 
-def step_seconds(dagster_home: Path, run_id: str) -> dict[str, float]:
+def step_windows(dagster_home: Path, run_id: str) -> dict[str, list[float]]:
+    """Each step's [start, end] wall-clock time, from the run's own instance."""
     code = (
         "import json,sys\nfrom dagster import DagsterInstance\n"
         "inst = DagsterInstance.from_config(sys.argv[1])\n"
-        "print(json.dumps({s.step_key: round((s.end_time or 0) - (s.start_time or 0), 2) "
+        "print(json.dumps({s.step_key: [s.start_time or 0, s.end_time or 0] "
         "for s in inst.get_run_step_stats(sys.argv[2])}))"
     )
     try:
@@ -237,6 +239,7 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
     proc = subprocess.Popen([str(RAG), "index", "--raw", str(raw), "--lake", str(lake), "--json", "-q"],
                             cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = {"tree": 0, "single": 0}
+    samples: list[tuple[float, int]] = []  # (wall-clock time, tree RSS): peaks per step afterwards
     done = threading.Event()
 
     def sample():
@@ -244,6 +247,7 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
             total, biggest = _tree_rss(proc.pid)
             peak["tree"] = max(peak["tree"], total)
             peak["single"] = max(peak["single"], biggest)
+            samples.append((time.time(), total))
             done.wait(0.2)
 
     t = threading.Thread(target=sample, daemon=True)
@@ -257,7 +261,8 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
     except json.JSONDecodeError:
         summary = {"unparsed_stdout": stdout[-2000:]}
     return {"rc": proc.returncode, "seconds": round(wall, 2), "peak_rss_tree_mb": round(peak["tree"] / 2**20, 1),
-            "peak_rss_single_mb": round(peak["single"] / 2**20, 1), "summary": summary, "stderr_tail": stderr[-1500:]}
+            "peak_rss_single_mb": round(peak["single"] / 2**20, 1), "summary": summary, "stderr_tail": stderr[-1500:],
+            "rss_samples": samples}
 
 
 def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | None = None) -> dict:
@@ -284,7 +289,14 @@ def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | Non
         r["lake_mb"] = round(du_bytes(lake) / 2**20, 1) if lake.exists() else None
         r["dagster_home_mb"] = round(du_bytes(home) / 2**20, 1)
         run_id = r["summary"].get("run_id")
-        r["steps_s"] = step_seconds(home, run_id) if run_id else {}
+        windows = step_windows(home, run_id) if run_id else {}
+        samples = r.pop("rss_samples")
+        if "error" in windows:
+            r["steps_s"], r["steps_peak_mb"] = windows, {}
+        else:
+            r["steps_s"] = {k: round(end - start, 2) for k, (start, end) in windows.items()}
+            r["steps_peak_mb"] = {k: round(max((rss for t, rss in samples if start <= t <= end), default=0) / 2**20)
+                                  for k, (start, end) in windows.items()}  # 0: the step was shorter than a sample
         runs[name] = r
         s = r["summary"]
         print(f"[{n}, {shards or 'default'} shards] {name}: rc {r['rc']}, {r['seconds']} s, peak tree RSS {r['peak_rss_tree_mb']} MB, "
@@ -312,6 +324,14 @@ def markdown(results: list[dict]) -> str:
         for res in results:
             for name, r in res["runs"].items():
                 lines.append(f"| {res['docs']:,} | {res.get('shards') or 'default'} | {name} | " + " | ".join(str(r["steps_s"].get(k, "-")) for k in steps) + " |")
+    heavy = [k for k in steps if any(r.get("steps_peak_mb", {}).get(k) for res in results for r in res["runs"].values())]
+    if heavy:
+        lines += ["", "Peak RSS of the process tree while each step ran (MB; sampled every 0.2 s):", "",
+                  "| docs | shards | run | " + " | ".join(heavy) + " |", "|---:|---:|---|" + "---:|" * len(heavy)]
+        for res in results:
+            for name, r in res["runs"].items():
+                lines.append(f"| {res['docs']:,} | {res.get('shards') or 'default'} | {name} | "
+                             + " | ".join(str(r.get("steps_peak_mb", {}).get(k, "-")) for k in heavy) + " |")
     return "\n".join(lines)
 
 
