@@ -118,6 +118,14 @@ class Service:
             raise ServiceUnavailable("index_unavailable", str(exc)) from exc
 
 
+def _lake_and_tokens(lake: str | Path | None, tokens_file: str | Path | None, settings: Settings) -> tuple[Path, Path]:
+    """The lake (default: the configured one) and the tokens file (default: RAG_SERVE_TOKENS; required)."""
+    tokens_file = tokens_file or serve_tokens_file()
+    if not tokens_file:
+        raise ValueError("a tokens file is required (--tokens FILE or RAG_SERVE_TOKENS); create one with python -m rag_pipeline.serve.tokens add")
+    return (Path(lake) if lake else settings.lake_dir), Path(tokens_file)
+
+
 def create_app(
     lake: str | Path | None = None,
     tokens_file: str | Path | None = None,
@@ -128,11 +136,8 @@ def create_app(
 ) -> FastAPI:
     """The ASGI app over the lake's served generation; `tokens_file` maps bearer tokens to principals."""
     settings = settings or Settings()
-    lake = Path(lake) if lake else settings.lake_dir
-    tokens_file = tokens_file or serve_tokens_file()
-    if not tokens_file:
-        raise ValueError("a tokens file is required (--tokens FILE or RAG_SERVE_TOKENS); create one with python -m rag_pipeline.serve.tokens add")
-    service = Service(lake, Path(tokens_file), settings, log_questions, workers)
+    lake, tokens_file = _lake_and_tokens(lake, tokens_file, settings)
+    service = Service(lake, tokens_file, settings, log_questions, workers)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -383,13 +388,9 @@ def run(host: str = "127.0.0.1", port: int = 8000, lake: str | Path | None = Non
         app = create_app(lake, tokens_file, log_questions=log_questions, workers=workers)
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
         return
-    settings = Settings()
-    tokens_file = tokens_file or serve_tokens_file()
-    if not tokens_file:
-        raise ValueError("a tokens file is required (--tokens FILE or RAG_SERVE_TOKENS); create one with python -m rag_pipeline.serve.tokens add")
-    TokenStore(Path(tokens_file))  # a bad tokens file fails here, once, not in every worker
-    export_serve_worker_options({"lake": str(Path(lake) if lake else settings.lake_dir), "tokens_file": str(tokens_file),
-                                 "log_questions": log_questions, "workers": workers})
+    lake, tokens_file = _lake_and_tokens(lake, tokens_file, Settings())
+    TokenStore(tokens_file)  # a bad tokens file fails here, once, not in every worker
+    export_serve_worker_options({"lake": str(lake), "tokens_file": str(tokens_file), "log_questions": log_questions, "workers": workers})
     uvicorn.run("rag_pipeline.serve.app:app_from_worker_options", factory=True, workers=processes,
                 host=host, port=port, log_level=log_level, access_log=False)
 

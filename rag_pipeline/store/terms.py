@@ -47,8 +47,7 @@ def document_frequencies(search_text: pa.Array | pa.ChunkedArray, batch_rows: in
         .len("df")
         for start in range(0, texts.len(), batch_rows)
     ]
-    counted = pl.concat(partial).group_by("term").agg(pl.col("df").sum()).sort("term")
-    return counted.to_arrow().cast(TERM_STATS_SCHEMA)
+    return _summed(partial)
 
 
 def sum_frequencies(parts: list[pa.Table]) -> pa.Table:
@@ -56,10 +55,15 @@ def sum_frequencies(parts: list[pa.Table]) -> pa.Table:
     counted once in its own part): the term statistics of a generation written in batches."""
     import polars as pl
 
-    parts = [p for p in parts if p.num_rows]
-    if not parts:
-        return TERM_STATS_SCHEMA.empty_table()
-    counted = pl.concat([pl.from_arrow(p) for p in parts]).group_by("term").agg(pl.col("df").sum()).sort("term")
+    parts = [pl.from_arrow(p) for p in parts if p.num_rows]
+    return _summed(parts) if parts else TERM_STATS_SCHEMA.empty_table()
+
+
+def _summed(frames) -> pa.Table:
+    """Per-term sums of (term, df) polars frames, sorted by term, as a TERM_STATS_SCHEMA table."""
+    import polars as pl
+
+    counted = pl.concat(frames).group_by("term").agg(pl.col("df").sum()).sort("term")
     return counted.to_arrow().cast(TERM_STATS_SCHEMA)
 
 
