@@ -9,6 +9,12 @@ runs that many closed-loop clients (each sends its next request when the last on
 p50/p95/p99 latency, errors, the server's RSS (sampled every second; first, last and max), and
 the time to the first streamed answer event of `ask` with `stream: true` at one client. Every
 loop is bounded in time and count; the server is stopped at the end. JSON goes to --out.
+
+The load generator shares the machine's cores with the server, so its own CPU is measured per
+level (`client_cpu_ms_per_request`, from getrusage) beside the server's (`server_cpu_ms_per_request`,
+from /proc). `--client raw` (the default) sends prebuilt HTTP/1.1 requests on keep-alive sockets and
+reads each response by its Content-Length: a few times less CPU per request than `--client httpx`,
+so less of the server's share is taken by the measurement itself.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -41,6 +48,10 @@ QUESTIONS = [
     "R-500 滚刷多久更换一次？",
 ]
 MAX_REQUESTS_PER_RUN = 100_000
+# Client n opens its connection n × RAMP_S after the first. Sixteen connects at the same instant
+# are taken by whichever worker process's accept loop wakes first (asyncio accepts a burst in one
+# go), so `--processes 2` could get a 16/0 split and one process did all the work.
+RAMP_S = 0.025
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -120,14 +131,62 @@ def body_for(endpoint: str, question: str) -> tuple[str, dict]:
     return "/v1/ask", {"question": question}
 
 
-async def run_level(url: str, headers: dict, endpoint: str, clients: int, duration: float, pid: int) -> dict:
+class RawClient:
+    """One keep-alive HTTP/1.1 connection that sends prebuilt POSTs and reads each response by its
+    Content-Length (the server always sends one for JSON): the cheapest client asyncio can be."""
+
+    def __init__(self, url: str, headers: dict):
+        self.host, self.port = url.removeprefix("http://").split(":")
+        self.headers = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.reader = self.writer = None
+
+    def request_bytes(self, path: str, body: dict) -> bytes:
+        payload = json.dumps(body).encode()
+        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n{self.headers}"
+                f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
+        return head.encode() + payload
+
+    async def post(self, request: bytes) -> tuple[int, bytes]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, int(self.port))
+        self.writer.write(request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+        return status, await self.reader.readexactly(length)
+
+    async def close(self):
+        if self.writer is not None:
+            self.writer.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its children (the server's worker processes)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for member in (pid, *children(pid)):
+        try:
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except OSError:
+            continue
+    return total
+
+
+def own_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run_level(url: str, headers: dict, endpoint: str, clients: int, duration: float, pid: int,
+                    client_kind: str = "raw") -> dict:
     latencies: list[float] = []
     errors: list[str] = []
     rss: list[float] = []
     deadline = time.perf_counter() + duration
     count = 0
 
-    async def client(n: int, http: httpx.AsyncClient):
+    async def httpx_client(n: int, http: httpx.AsyncClient):
         nonlocal count
         i = n
         while time.perf_counter() < deadline and count < MAX_REQUESTS_PER_RUN:
@@ -144,20 +203,51 @@ async def run_level(url: str, headers: dict, endpoint: str, clients: int, durati
             count += 1
             i += clients
 
+    async def raw_client(n: int):
+        nonlocal count
+        conn = RawClient(url, headers)
+        requests = [conn.request_bytes(*body_for(endpoint, q)) for q in QUESTIONS]
+        i = n
+        await asyncio.sleep(n * RAMP_S)  # see RAMP_S
+        try:
+            while time.perf_counter() < deadline and count < MAX_REQUESTS_PER_RUN:
+                started = time.perf_counter()
+                try:
+                    status, payload = await conn.post(requests[i % len(requests)])
+                    if status != 200:
+                        errors.append(f"{status}: {payload[:120]!r}")
+                    else:
+                        latencies.append((time.perf_counter() - started) * 1000)
+                except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration) as exc:
+                    errors.append(repr(exc)[:120])
+                    await conn.close()
+                    conn.writer = None
+                count += 1
+                i += clients
+        finally:
+            await conn.close()
+
     async def sample_rss():
         while time.perf_counter() < deadline:
             rss.append(rss_mb(pid))
             await asyncio.sleep(1)
 
-    limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
-        started = time.perf_counter()
-        await asyncio.gather(sample_rss(), *(client(n, http) for n in range(clients)))
-        elapsed = time.perf_counter() - started
+    server_cpu, client_cpu = cpu_seconds(pid), own_cpu_seconds()
+    started = time.perf_counter()
+    if client_kind == "raw":
+        await asyncio.gather(sample_rss(), *(raw_client(n) for n in range(clients)))
+    else:
+        limits = httpx.Limits(max_connections=clients + 2, max_keepalive_connections=clients + 2)
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
+            await asyncio.gather(sample_rss(), *(httpx_client(n, http) for n in range(clients)))
+    elapsed = time.perf_counter() - started
+    server_cpu, client_cpu = cpu_seconds(pid) - server_cpu, own_cpu_seconds() - client_cpu
     rss.append(rss_mb(pid))
+    done = max(len(latencies), 1)
     return {
         "endpoint": endpoint,
         "clients": clients,
+        "client": client_kind,
         "seconds": round(elapsed, 1),
         "requests": len(latencies),
         "errors": len(errors),
@@ -166,6 +256,10 @@ async def run_level(url: str, headers: dict, endpoint: str, clients: int, durati
         "p50_ms": round(percentile(latencies, 0.50), 1),
         "p95_ms": round(percentile(latencies, 0.95), 1),
         "p99_ms": round(percentile(latencies, 0.99), 1),
+        "server_cpu_ms_per_request": round(server_cpu * 1000 / done, 1),
+        "client_cpu_ms_per_request": round(client_cpu * 1000 / done, 2),
+        "cores_busy_server": round(server_cpu / elapsed, 2),
+        "cores_busy_client": round(client_cpu / elapsed, 2),
         "rss_mb_first": round(rss[0], 1),
         "rss_mb_last": round(rss[-1], 1),
         "rss_mb_max": round(max(rss), 1),
@@ -197,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--endpoints", default="search,ask")
     parser.add_argument("--workers", type=int, default=4, help="the server's worker threads (per process)")
     parser.add_argument("--processes", type=int, default=1, help="server processes (rag serve --processes)")
+    parser.add_argument("--client", choices=("raw", "httpx"), default="raw",
+                        help="load generator: raw keep-alive sockets (least CPU) or httpx.AsyncClient")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "serve_load.json"))
     args = parser.parse_args(argv)
     duration = min(args.duration, 600)
@@ -210,11 +306,12 @@ def main(argv: list[str] | None = None) -> int:
             for q in QUESTIONS * args.processes:  # warm the per-principal statistics and the sentence cache (per process, roughly)
                 httpx.post(url + "/v1/ask", json={"question": q}, headers=headers, timeout=120)
             results = {"ready_s": round(ready_s, 1), "load_average_before": os.getloadavg(), "cores": os.cpu_count(),
-                       "duration_s": duration, "workers": args.workers, "processes": args.processes, "levels": []}
+                       "duration_s": duration, "workers": args.workers, "processes": args.processes, "client": args.client,
+                       "levels": []}
             results.update(asyncio.run(first_token_ms(url, headers)))
             for endpoint in args.endpoints.split(","):
                 for clients in (int(c) for c in args.clients.split(",")):
-                    level = asyncio.run(run_level(url, headers, endpoint, clients, duration, server.pid))
+                    level = asyncio.run(run_level(url, headers, endpoint, clients, duration, server.pid, args.client))
                     results["levels"].append(level)
                     print(json.dumps(level), flush=True)
             results["load_average_after"] = os.getloadavg()
@@ -223,10 +320,17 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(f"\nready in {results['ready_s']} s; first streamed token p50 {results['first_token_p50_ms']} ms "
           f"(whole stream {results['stream_total_p50_ms']} ms); load average {results['load_average_before']}")
-    print(f"{'endpoint':<8} {'clients':>7} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>6} {'RSS MB first→last (max)':>26}")
+    print(f"{'endpoint':<8} {'clients':>7} {'req/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'errors':>6} "
+          f"{'cores srv/cli':>13} {'RSS MB first→last (max)':>26}")
     for r in results["levels"]:
         print(f"{r['endpoint']:<8} {r['clients']:>7} {r['throughput_rps']:>7} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['p99_ms']:>8} "
-              f"{r['errors']:>6} {r['rss_mb_first']:>12}→{r['rss_mb_last']} ({r['rss_mb_max']})")
+              f"{r['errors']:>6} {r['cores_busy_server']:>6}/{r['cores_busy_client']:<6} "
+              f"{r['rss_mb_first']:>12}→{r['rss_mb_last']} ({r['rss_mb_max']})")
+    for endpoint in args.endpoints.split(","):
+        by_clients = {r["clients"]: r["throughput_rps"] for r in results["levels"] if r["endpoint"] == endpoint}
+        if 1 in by_clients and len(by_clients) > 1:
+            top = max(by_clients)
+            print(f"{endpoint}: {top} clients / 1 client throughput = {by_clients[top] / by_clients[1]:.2f}x")
     return 0
 
 

@@ -87,12 +87,32 @@ def serve_tokens_file() -> str | None:
 SERVE_WORKER_OPTIONS = "RAG_SERVE_WORKER_OPTIONS"  # set by `rag serve --processes N` for its worker processes
 
 
-def export_serve_worker_options(options: dict) -> None:
+COMPUTE_THREADS = "RAG_COMPUTE_THREADS"
+# The native thread pools a process's model math runs on, each read once when its library loads.
+_THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def compute_threads() -> int:
+    """RAG_COMPUTE_THREADS: threads one process's model math may use (torch, ONNX Runtime);
+    default every core. `rag serve --processes N` gives each worker process cores // N."""
+    raw = env_str(COMPUTE_THREADS).strip()
+    return max(1, int(raw)) if raw else max(1, os.cpu_count() or 1)
+
+
+def export_serve_worker_options(options: dict, processes: int) -> None:
     """Hand `rag serve`'s options to the uvicorn worker processes it starts (they inherit the
-    environment and build their app from it: serve.app.app_from_worker_options)."""
+    environment and build their app from it: serve.app.app_from_worker_options).
+
+    Each worker also gets its share of the cores for model math (RAG_COMPUTE_THREADS and the
+    BLAS/OpenMP pools, unless the operator set them): N processes whose pools each spin on every
+    core took turns instead of running side by side (bench/README.md, "Server processes").
+    """
     import json
 
     os.environ[SERVE_WORKER_OPTIONS] = json.dumps(options)
+    share = str(max(1, (os.cpu_count() or 1) // max(1, processes)))
+    for name in (COMPUTE_THREADS, *_THREAD_POOL_VARIABLES):
+        os.environ.setdefault(name, share)
 
 
 def serve_worker_options() -> dict:

@@ -119,6 +119,21 @@ def test_readers(monkeypatch):
     assert child["OMP_THREAD_LIMIT"] == "1" and "OMP_THREAD_LIMIT" not in os.environ
 
 
+
+def test_serve_workers_get_a_share_of_the_cores_unless_the_operator_set_one(monkeypatch):
+    for name in ("RAG_COMPUTE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", config.SERVE_WORKER_OPTIONS):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert config.compute_threads() == 8
+    monkeypatch.setenv("MKL_NUM_THREADS", "3")  # the operator's choice stays
+    config.export_serve_worker_options({"lake": "/l"}, processes=4)
+    assert config.serve_worker_options() == {"lake": "/l"}
+    assert [os.environ[n] for n in ("RAG_COMPUTE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")] == ["2", "2", "2", "3"]
+    assert config.compute_threads() == 2
+    monkeypatch.setenv("RAG_COMPUTE_THREADS", "0")
+    assert config.compute_threads() == 1  # never zero threads
+
+
 def _fresh_process(code: str, **env: str) -> dict:
     base = {k: v for k, v in os.environ.items() if k not in SWITCHES}
     done = subprocess.run(

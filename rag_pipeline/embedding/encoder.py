@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_pipeline.config import BUILTIN_MODEL, apply_offline_environment, hub_offline
+from rag_pipeline.config import BUILTIN_MODEL, apply_offline_environment, compute_threads, hub_offline
 
 apply_offline_environment()  # HF_HUB_OFFLINE etc. before sentence_transformers is imported
 
@@ -214,7 +214,7 @@ def _sentence_transformer(spec: str, path: str, precision: str):
     import torch
     from sentence_transformers import SentenceTransformer
 
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(compute_threads())
     try:
         model = SentenceTransformer(path, device="cpu", local_files_only=hub_offline())
     except (OSError, ValueError) as exc:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_pipeline.config import apply_offline_environment
+from rag_pipeline.config import apply_offline_environment, compute_threads
 
 
 def export_onnx_int8(model_dir: Path, out_path: Path) -> Path:
@@ -105,7 +105,7 @@ class OnnxPassageEncoder:
         self.batch_size = batch_size
         self.dimension = int(json.loads((Path(model_dir) / "config.json").read_text())["hidden_size"])
         options = ort.SessionOptions()
-        options.intra_op_num_threads = num_threads or os.cpu_count() or 1
+        options.intra_op_num_threads = num_threads or compute_threads()
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])

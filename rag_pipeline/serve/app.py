@@ -390,7 +390,8 @@ def run(host: str = "127.0.0.1", port: int = 8000, lake: str | Path | None = Non
         return
     lake, tokens_file = _lake_and_tokens(lake, tokens_file, Settings())
     TokenStore(tokens_file)  # a bad tokens file fails here, once, not in every worker
-    export_serve_worker_options({"lake": str(lake), "tokens_file": str(tokens_file), "log_questions": log_questions, "workers": workers})
+    export_serve_worker_options({"lake": str(lake), "tokens_file": str(tokens_file), "log_questions": log_questions, "workers": workers},
+                                processes)
     uvicorn.run("rag_pipeline.serve.app:app_from_worker_options", factory=True, workers=processes,
                 host=host, port=port, log_level=log_level, access_log=False)
 
