@@ -22,6 +22,11 @@ fi
 if [ "${RAG_INSTALL_TEST_TOOLS:-0}" = 1 ] && ! command -v chromium >/dev/null; then
   need_apt+=(chromium)
 fi
+# The cluster tests start PostgreSQL and Redis (scripts/cluster.sh, which also installs them on demand).
+if [ "${RAG_INSTALL_TEST_TOOLS:-0}" = 1 ]; then
+  command -v redis-server >/dev/null || need_apt+=(redis-server)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+fi
 if ((${#need_apt[@]})); then
   echo "==> installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -39,7 +44,7 @@ if [ ! -f "$stamp" ]; then
   echo "==> installing Python packages into .venv (first time: several minutes)"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q torch==2.13.0            # the CPU wheel; anything else pulls CUDA
-  .venv/bin/pip install -q -c constraints.txt -e ".[dev]"
+  .venv/bin/pip install -q -c constraints.txt -e ".[dev,cluster]"
   # torchvision breaks `import sentence_transformers` beside the CPU torch build.
   .venv/bin/pip uninstall -q -y torchvision 2>/dev/null || true
   rm -f .venv/.rag-installed-*; touch "$stamp"

@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 import numpy as np
 
+from rag_pipeline.cluster.executors import embedding_op_tags
 from rag_pipeline.chunking import HEADING_SEPARATOR, TokenBudget, chunk_cache_key, chunk_document
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -305,7 +306,7 @@ def chunk_fingerprints(
     return {shard: with_lineage(t.select(["chunk_id", "fingerprint"]), lineage(t)) for shard, t in chunks.items()}
 
 
-@dg.asset(group_name="index", kinds={"python", "pytorch"}, owners=OWNERS, partitions_def=SHARDS)
+@dg.asset(group_name="index", kinds={"python", "pytorch"}, owners=OWNERS, partitions_def=SHARDS, op_tags=embedding_op_tags())
 def embeddings(
     context: dg.AssetExecutionContext,
     rag: RagSettingsResource,

@@ -6,20 +6,23 @@ import os
 
 import dagster as dg
 
+from rag_pipeline.cluster.executors import index_executor
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.defs.shards import SHARDS, all_shards_tags
 
 # The query-log summary reads what `rag serve` logged; it is no part of indexing (defs.querylog).
 QUERY_LOG_ASSETS = dg.AssetSelection.groups("serving")
 
-# In-process: one process per run loads the model once and holds the lake's writer lock from
-# the first step to the last (LakeWriterResource); the CLI, the UI, the schedule and the sensor
-# all run it this way, with stage outputs as Arrow files under the lake (defs.io). A run covers
-# every shard (its tags): each per-document step works through its shards one at a time.
+# In-process by default: one process per run loads the model once and holds the lake's writer
+# lock from the first step to the last (LakeWriterResource); RAG_EXECUTOR=multiprocess|celery
+# runs each step in its own process or on Celery workers (cluster.executors). The CLI, the UI,
+# the schedule and the sensor all run the same job, with stage outputs as Arrow files under the
+# lake (defs.io). A run covers every shard (its tags): each per-document step works through its
+# shards one at a time.
 index_job = dg.define_asset_job(
     "index_job",
     selection=dg.AssetSelection.all() - QUERY_LOG_ASSETS,
-    executor_def=dg.in_process_executor,
+    executor_def=index_executor(),
     tags=all_shards_tags(),
     description="Re-index the raw folder end to end and publish a new index generation.",
 )

@@ -1,0 +1,53 @@
+"""Which executor runs the index job's steps, chosen by configuration, not code.
+
+`RAG_EXECUTOR` (read when the code location loads, like RAG_SHARDS):
+- ``in_process`` (default): one process runs every step; the model loads once and the lake's
+  writer lock is held from the first step to the last.
+- ``multiprocess``: each step in its own process on this machine.
+- ``celery``: each step is a task on a Celery broker (``RAG_CELERY_BROKER``, results on
+  ``RAG_CELERY_BACKEND``), run by whichever worker takes it; the embedding step goes to its own
+  queue (``RAG_EMBED_QUEUE``, default ``embeddings``) so machines with GPUs can take only those.
+
+Out of process, every step takes the writer lock for itself (and waits up to RAG_LOCK_WAIT_S for
+it), and stage outputs reach the next step through the lake's staging folder, which every worker
+must see at the same path.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from rag_pipeline.config import env_str
+
+EXECUTORS = ("in_process", "multiprocess", "celery")
+DEFAULT_QUEUE = "dagster"  # dagster-celery's queue for every other step
+
+
+def executor_kind() -> str:
+    kind = env_str("RAG_EXECUTOR").strip().lower().replace("-", "_") or "in_process"
+    if kind not in EXECUTORS:
+        raise ValueError(f"RAG_EXECUTOR must be one of {', '.join(EXECUTORS)}, got {kind!r}")
+    return kind
+
+
+def embed_queue() -> str:
+    return env_str("RAG_EMBED_QUEUE").strip() or "embeddings"
+
+
+def index_executor() -> dg.ExecutorDefinition:
+    kind = executor_kind()
+    if kind == "in_process":
+        return dg.in_process_executor
+    if kind == "multiprocess":
+        return dg.multiprocess_executor
+    from dagster_celery import celery_executor
+
+    # StringSource: the broker URL is read from the environment when a run starts, never baked in
+    return celery_executor.configured(
+        {"broker": {"env": "RAG_CELERY_BROKER"}, "backend": {"env": "RAG_CELERY_BACKEND"}}, name="celery"
+    )
+
+
+def embedding_op_tags() -> dict[str, str]:
+    """The embedding step's Celery queue (ignored by the other executors)."""
+    return {"dagster-celery/queue": embed_queue()}

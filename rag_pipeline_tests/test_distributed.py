@@ -1,0 +1,93 @@
+"""index_job on a real one-machine cluster (scripts/cluster.sh): PostgreSQL instance storage, a
+Redis broker and two Celery workers. The steps run in the workers, the run is recorded in
+Postgres, and the served index equals the in-process one."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rag_pipeline.store import schema as s
+from rag_pipeline.store.lake import Lake
+from rag_pipeline_tests.indexing import run_index
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    where = tmp_path_factory.mktemp("cluster")
+    up = subprocess.run(["bash", "scripts/cluster.sh", "up", "--dir", str(where), "--workers", "2"],
+                        cwd=REPO, capture_output=True, text=True, timeout=600)
+    try:
+        assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-3000:]
+        env = dict(os.environ)
+        for line in (where / "cluster.env").read_text().splitlines():
+            name, _, value = line.removeprefix("export ").partition("=")
+            env[name] = value.strip('"').replace("${RAG_LOCK_WAIT_S:-600}", "600")
+        yield where, env
+    finally:
+        subprocess.run(["bash", "scripts/cluster.sh", "down", "--dir", str(where)], cwd=REPO, timeout=300)
+
+
+def _raw(tmp_path: Path) -> Path:
+    raw = tmp_path / "raw"
+    for part in ("handbook", "it"):  # md, txt, docx, html, with sidecar permissions
+        shutil.copytree(REPO / "data" / "sample" / part, raw / part)
+    return raw
+
+
+def _cluster_index(where: Path, env: dict, raw: Path, lake: Path) -> dict:
+    done = subprocess.run(
+        ["bash", "scripts/cluster.sh", "index", "--dir", str(where), "--raw", str(raw), "--lake", str(lake), "--json"],
+        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none"}, capture_output=True, text=True, timeout=900,
+    )
+    assert done.stdout.strip(), done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_index_job_on_two_celery_workers_serves_the_in_process_index(cluster, tmp_path):
+    where, env = cluster
+    raw = _raw(tmp_path)
+    summary = _cluster_index(where, env, raw, tmp_path / "celery_lake")
+    assert summary["success"], summary["failures"]
+    # every step ran in a Celery worker of this cluster, not in the submitting process
+    assert {"raw_documents", "parse_documents", "embeddings", "lancedb_index", "published_index"} <= set(summary["workers"])
+    assert set(summary["workers"].values()) <= {f"rag{i}@{os.uname().nodename}" for i in (1, 2)}
+
+    reference = run_index(raw, tmp_path / "in_process_lake", golden_file="none")
+    assert reference["success"], reference["failures"]
+    theirs, ours = Lake(tmp_path / "celery_lake"), Lake(tmp_path / "in_process_lake")
+    assert theirs.published_arrow(s.DOCUMENTS).column("doc_id").to_pylist() == ours.published_arrow(s.DOCUMENTS).column("doc_id").to_pylist()
+    a, b = theirs.published_arrow(s.CHUNKS), ours.published_arrow(s.CHUNKS)
+    assert a.num_rows > 10 and a.column("chunk_id").to_pylist() == b.column("chunk_id").to_pylist()
+    assert a.column("text").to_pylist() == b.column("text").to_pylist()
+    assert np.abs(np.array(a.column("vector").to_pylist()) - np.array(b.column("vector").to_pylist())).max() <= 1e-5
+
+    # the run is in the cluster's Postgres-backed instance, with every step's events
+    check = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-c",
+         "import dagster as dg, json, sys\n"
+         "i = dg.DagsterInstance.get()\n"
+         f"r = i.get_run_by_id({summary['run_id']!r})\n"
+         "print(json.dumps([type(i.run_storage).__name__, r.status.value, len(i.all_logs(r.run_id))]))"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    storage, status, events = json.loads(check.stdout.strip().splitlines()[-1])
+    assert (storage, status) == ("PostgresRunStorage", "SUCCESS") and events > 50
+
+    # a re-run, its steps on whichever worker is free, finds the parses, chunks and vectors the
+    # first run left in the lake: the served generation stays as it was
+    generation = json.loads((tmp_path / "celery_lake" / "index_manifest.json").read_text())["generation"]
+    again = _cluster_index(where, env, raw, tmp_path / "celery_lake")
+    assert again["success"], again["failures"]
+    assert json.loads((tmp_path / "celery_lake" / "index_manifest.json").read_text())["generation"] == generation
+    assert theirs.published_arrow(s.CHUNKS).column("chunk_id").to_pylist() == a.column("chunk_id").to_pylist()
+
