@@ -56,6 +56,9 @@ SKIPPED = {
     "bash scripts/quickstart.sh": "installs Debian packages and the venv, then indexes data/raw (install-time, "
     "needs package registries); its steps are what the other tests run",
     "bash scripts/test.sh": "runs the whole test suite, this file included (it is what CI runs)",
+    "bash scripts/cluster.sh ": "starts PostgreSQL, Redis and Celery workers; test_distributed.py runs up, index and down "
+    "on a scratch folder",
+    "source data/cluster/cluster.env": "the environment `scripts/cluster.sh up` wrote; test_distributed.py reads it",
     ".venv/bin/rag serve ": "a long-running HTTP server; rag_pipeline_tests/serve/ starts it and queries it",
     "curl ": "needs a running `rag serve` and a $TOKEN; rag_pipeline_tests/serve/ sends these requests",
     "bash scripts/dagster_ui.sh": "a long-running server; test_dagster_ui_starts_without_instance_warning "
