@@ -152,21 +152,30 @@ def _signal_number(name: str) -> int:
     return int(getattr(signal, name))
 
 
+RUN_ID_TAG = "rag/index_request"  # the id `rag index` gave a run that executes out of process
+
+
 def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
     import dagster as dg
 
     from rag_pipeline.definitions import build_definitions
     from rag_pipeline.defs.resources import RagSettingsResource
 
-    defs = build_definitions(
-        RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
-    )
-    job = defs.resolve_job_def("index_job")
+    from rag_pipeline.cluster.executors import executor_kind
+
+    rag = RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
+    job = build_definitions(rag).resolve_job_def("index_job")
+    log_level = "DEBUG" if args.verbose else "WARNING"
     with _dagster_instance() as instance:
         interrupts.attach(instance)
-        log_level = "DEBUG" if args.verbose else "WARNING"
-        run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
-        result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False, run_id=run_id)
+        if executor_kind() == "in_process":
+            run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
+            result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False, run_id=run_id)
+        else:  # RAG_EXECUTOR=multiprocess|celery: this process orchestrates, the steps run elsewhere
+            from rag_pipeline.cluster.jobs import index_job, run_config_for
+
+            run_config = run_config_for(rag.settings(), log_level=log_level)
+            result = dg.execute_job(dg.reconstructable(index_job), instance, run_config=run_config, tags={RUN_ID_TAG: run_id})
     return result, [key.name for key in job.asset_layer.asset_graph.asset_check_keys]
 
 
@@ -347,8 +356,14 @@ class _RunInterrupts:
     def _run(self):
         if self.instance is None:
             return None
+        import dagster as dg
+
         try:
-            return self.instance.get_run_by_id(self.run_id)
+            run = self.instance.get_run_by_id(self.run_id)
+            if run is None:  # out of process, Dagster names the run: ours carries our id as a tag
+                runs = self.instance.get_runs(filters=dg.RunsFilter(tags={RUN_ID_TAG: self.run_id}), limit=1)
+                run = runs[0] if runs else None
+            return run
         except Exception:  # noqa: BLE001 - the instance is being torn down: nothing to record
             return None
 
@@ -384,6 +399,18 @@ class _RunInterrupts:
             return f"signal {self.signum}"
 
 
+def _step_workers(events) -> dict[str, str]:
+    """Which Celery worker ran each step (RAG_EXECUTOR=celery), from dagster-celery's engine events."""
+    workers = {}
+    for event in events:
+        data = event.event_specific_data
+        if event.event_type_value == "ENGINE_EVENT" and event.step_key and data is not None:
+            worker = (getattr(data, "metadata", None) or {}).get("Celery worker")
+            if worker is not None:
+                workers[event.step_key] = worker.value
+    return workers
+
+
 def _report_index_run(args, result, check_names, raw: Path, lake: Path) -> int:
     summary = {"run_id": result.run_id, "success": result.success, "raw_dir": str(raw), "lake_dir": str(lake)}
     for event in result.get_asset_materialization_events():
@@ -391,6 +418,9 @@ def _report_index_run(args, result, check_names, raw: Path, lake: Path) -> int:
         summary.update({k: v.value for k, v in metadata.items() if k in _SUMMARY_KEYS})
     checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
+    workers = _step_workers(result.all_events)
+    if workers:
+        summary["step_workers"] = workers
     busy = False
     for event in result.all_events:
         if event.event_type_value == "STEP_FAILURE":
@@ -477,6 +507,8 @@ def format_index_summary(d: dict, check_rows_: list[tuple[str, str, str]]) -> st
         stages.append(("publish", f"{promoted}; serving generation {n('served_generation')}"))
     verdict = "succeeded" if d["success"] and all(r[1] in ("passed", "skipped") for r in check_rows_) else "FAILED"
     lines = [f"rag index {verdict}: run {d['run_id']}", f"  raw  {d['raw_dir']}", f"  lake {d['lake_dir']}", ""]
+    if d.get("step_workers"):
+        lines[-1:-1] = [f"  steps on {', '.join(sorted(set(d['step_workers'].values())))}"]
     lines += _table(("stage", "result"), stages or [("-", "no stage reported (see the errors above)")])
     lines.append("")
     lines += _table(("check", "verdict", "detail"), check_rows_ or [("-", "none ran", "")])

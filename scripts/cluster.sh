@@ -6,7 +6,7 @@
 #
 #   bash scripts/cluster.sh up [--workers 2] [--dir data/cluster]   # start; writes <dir>/cluster.env
 #   source data/cluster/cluster.env                                  # RAG_EXECUTOR=celery, DAGSTER_HOME, broker
-#   bash scripts/cluster.sh index --raw data/sample --lake data/lake # index_job, steps on the workers
+#   bash scripts/cluster.sh index --raw data/sample --lake data/lake # = rag index with cluster.env: steps on the workers
 #   bash scripts/cluster.sh down [--dir data/cluster]                # stop everything it started
 #
 # Each worker runs one step at a time in its own main process (`--pool solo`): a step starts
@@ -108,6 +108,6 @@ case "$cmd" in
   index)
     # shellcheck disable=SC1091
     source "$dir/cluster.env"
-    exec "$PY" -m rag_pipeline.cluster.submit "${rest[@]}" ;;
+    exec "$ROOT/.venv/bin/rag" index "${rest[@]}" ;;
   *) echo "usage: bash scripts/cluster.sh up|down|index [--dir DIR] [--workers N] [index: --raw DIR --lake DIR]" >&2; exit 2 ;;
 esac

@@ -40,7 +40,13 @@ def index_executor() -> dg.ExecutorDefinition:
         return dg.in_process_executor
     if kind == "multiprocess":
         return dg.multiprocess_executor
+    import warnings
+
     from dagster_celery import celery_executor
+
+    # dagster-celery registers the same step task again for every step it sends: harmless
+    # (the first registration serves), but Celery warns on stderr each time
+    warnings.filterwarnings("ignore", message=r"Task name 'execute_plan' is already registered")
 
     # StringSource: the broker URL is read from the environment when a run starts, never baked in
     return celery_executor.configured(

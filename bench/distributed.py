@@ -1,0 +1,115 @@
+"""index_job in-process vs on Celery workers (issue 17, item 5): what the distributed run costs.
+
+    .venv/bin/python bench/distributed.py [--raw data/sample] [--workers 2] [--rounds 1]
+
+Starts a one-machine cluster (`scripts/cluster.sh up`: PostgreSQL, Redis, N Celery workers) in a
+temp folder, then indexes the same folder into fresh lakes: `rag index` (in-process, SQLite
+instance) and `scripts/cluster.sh index` (the same `rag index` with the cluster's environment: steps on the workers, Postgres instance), each a first
+build and then a no-op re-run, alternating, `--rounds` times. Per run: wall seconds of the
+command, the sum of its steps' own durations (Dagster step stats), and the rest — process start,
+imports, and for Celery the hand-off of each step (queue, worker pick-up, job reconstruction,
+instance reads). Prints medians and the ratio to the in-process run. Everything is on 127.0.0.1
+and stopped at the end. JSON: bench/results/distributed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def cluster_env(where: Path) -> dict:
+    env = dict(os.environ)
+    for line in (where / "cluster.env").read_text().splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        env[name] = value.strip('"').replace("${RAG_LOCK_WAIT_S:-600}", "600")
+    return env
+
+
+def step_seconds(home_env: dict, run_id: str) -> dict[str, float]:
+    code = ("import dagster as dg, json\n"
+            f"stats = dg.DagsterInstance.get().get_run_step_stats({run_id!r})\n"
+            "print(json.dumps({s.step_key: (s.end_time or 0) - (s.start_time or 0) for s in stats}))")
+    done = subprocess.run([sys.executable, "-c", code], env=home_env, capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def timed(command: list[str], env: dict) -> tuple[float, dict]:
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=3600)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    text = done.stdout.strip()
+    return seconds, json.loads(text[text.index("{"):])  # rag index --json is indented; cluster.sh index prints one line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--raw", default=str(REPO / "data" / "sample"))
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "distributed.json"))
+    args = parser.parse_args(argv)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="rag-dist-") as tmp:
+        tmp = Path(tmp)
+        where = tmp / "cluster"
+        subprocess.run(["bash", "scripts/cluster.sh", "up", "--dir", str(where), "--workers", str(args.workers)],
+                       cwd=REPO, check=True, capture_output=True, timeout=600)
+        try:
+            celery_env = {**cluster_env(where), "RAG_GOLDEN_FILE": "none"}
+            local_env = {**os.environ, "DAGSTER_HOME": str(tmp / "home"), "RAG_GOLDEN_FILE": "none"}
+            for n in range(args.rounds):
+                for mode in ("in_process", "celery"):
+                    lake = tmp / f"lake_{mode}_{n}"
+                    for run in ("first build", "no-op"):
+                        if mode == "in_process":
+                            command = [str(REPO / ".venv" / "bin" / "rag"), "index", "--raw", args.raw, "--lake", str(lake), "--json", "-q"]
+                            seconds, out = timed(command, local_env)
+                            steps = step_seconds(local_env, out["run_id"])
+                        else:
+                            command = ["bash", "scripts/cluster.sh", "index", "--dir", str(where), "--raw", args.raw, "--lake", str(lake), "--json"]
+                            seconds, out = timed(command, celery_env)
+                            steps = step_seconds(celery_env, out["run_id"])
+                        row = {"mode": mode, "run": run, "round": n, "wall_s": round(seconds, 2),
+                               "steps_s": round(sum(steps.values()), 2), "steps": steps,
+                               "workers_used": len(set(out.get("step_workers", {}).values()))}
+                        rows.append(row)
+                        print(json.dumps({k: v for k, v in row.items() if k != "steps"}), flush=True)
+        finally:
+            subprocess.run(["bash", "scripts/cluster.sh", "down", "--dir", str(where)], cwd=REPO, capture_output=True, timeout=300)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"raw": args.raw, "workers": args.workers, "rows": rows}, indent=2), encoding="utf-8")
+    print(f"\n{'run':<12} {'mode':<11} {'wall s':>8} {'steps s':>8} {'rest s':>8} {'wall ÷ in-process':>18}")
+    for run in ("first build", "no-op"):
+        base = statistics.median(r["wall_s"] for r in rows if r["run"] == run and r["mode"] == "in_process")
+        for mode in ("in_process", "celery"):
+            picked = [r for r in rows if r["run"] == run and r["mode"] == mode]
+            wall = statistics.median(r["wall_s"] for r in picked)
+            steps = statistics.median(r["steps_s"] for r in picked)
+            print(f"{run:<12} {mode:<11} {wall:>8.1f} {steps:>8.1f} {wall - steps:>8.1f} {wall / base:>17.2f}×")
+    slowest = {}
+    for r in rows:
+        for step, s in r["steps"].items():
+            slowest.setdefault((r["mode"], r["run"]), {}).setdefault(step, []).append(s)
+    print("\nper step, median seconds (first build): in-process / celery")
+    first_local, first_celery = slowest.get(("in_process", "first build"), {}), slowest.get(("celery", "first build"), {})
+    for step in sorted(first_local, key=lambda k: -statistics.median(first_local[k]))[:8]:
+        print(f"  {step:<40} {statistics.median(first_local[step]):>7.2f} / {statistics.median(first_celery.get(step, [float('nan')])):>7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
