@@ -7,6 +7,7 @@
 #   bash scripts/cluster.sh up [--workers 2] [--dir data/cluster]   # start; writes <dir>/cluster.env
 #   source data/cluster/cluster.env                                  # RAG_EXECUTOR=celery, DAGSTER_HOME, broker
 #   bash scripts/cluster.sh index --raw data/sample --lake data/lake # = rag index with cluster.env: steps on the workers
+#   bash scripts/cluster.sh restart-postgres                         # fault drill: stop and start the database
 #   bash scripts/cluster.sh down [--dir data/cluster]                # stop everything it started
 #
 # Each worker runs one step at a time in its own main process (`--pool solo`): a step starts
@@ -50,6 +51,11 @@ install_servers() {
   fi
 }
 
+start_postgres() {  # port
+  as_pg "$(pg_bin)/pg_ctl" -D "$(pg_data)" -l "$(pg_data)/postgres.log" -w \
+    -o "-p $1 -k $(pg_data) -c listen_addresses=127.0.0.1" start >/dev/null
+}
+
 up() {
   [ -f "$dir/cluster.env" ] && { echo "cluster already up in $dir (bash scripts/cluster.sh down --dir $dir)" >&2; exit 1; }
   install_servers
@@ -60,8 +66,7 @@ up() {
   [ "$(id -u)" -eq 0 ] && chown postgres "$pgdata" && chmod 700 "$pgdata"
   echo "==> postgres on 127.0.0.1:$pg_port ($pgdata)"
   [ -f "$pgdata/PG_VERSION" ] || as_pg "$bin/initdb" -D "$pgdata" -U dagster --auth=trust -E UTF8 >/dev/null
-  as_pg "$bin/pg_ctl" -D "$pgdata" -l "$pgdata/postgres.log" -w \
-    -o "-p $pg_port -k $pgdata -c listen_addresses=127.0.0.1" start >/dev/null
+  start_postgres "$pg_port"
   as_pg "$bin/createdb" -h 127.0.0.1 -p "$pg_port" -U dagster dagster 2>/dev/null || true
   echo "==> redis on 127.0.0.1:$redis_port"
   redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/run" --daemonize yes \
@@ -105,9 +110,15 @@ down() {
 case "$cmd" in
   up) up ;;
   down) down ;;
+  restart-postgres)  # a fault drill: the instance's database goes away and comes back
+    # shellcheck disable=SC1091
+    source "$dir/cluster.env"
+    as_pg "$(pg_bin)/pg_ctl" -D "$(pg_data)" -m fast -w stop >/dev/null
+    start_postgres "$RAG_CLUSTER_PG_PORT"
+    echo "==> postgres restarted" ;;
   index)
     # shellcheck disable=SC1091
     source "$dir/cluster.env"
     exec "$ROOT/.venv/bin/rag" index "${rest[@]}" ;;
-  *) echo "usage: bash scripts/cluster.sh up|down|index [--dir DIR] [--workers N] [index: --raw DIR --lake DIR]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/cluster.sh up|down|index|restart-postgres [--dir DIR] [--workers N] [index: rag index's options]" >&2; exit 2 ;;
 esac
