@@ -158,10 +158,9 @@ RUN_ID_TAG = "rag/index_request"  # the id `rag index` gave a run that executes 
 def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
     import dagster as dg
 
+    from rag_pipeline.cluster.executors import executor_kind
     from rag_pipeline.definitions import build_definitions
     from rag_pipeline.defs.resources import RagSettingsResource
-
-    from rag_pipeline.cluster.executors import executor_kind
 
     rag = RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
     job = build_definitions(rag).resolve_job_def("index_job")

@@ -121,3 +121,25 @@ def test_postgres_restarted_during_a_cluster_run_loses_nothing(cluster, tmp_path
     manifest = assert_consistent(lake)
     assert manifest["counts"]["documents"] == summary["documents"] == 6
     assert summary["checks"]["every_file_accounted_for"] == "passed"
+
+
+def test_the_executor_and_the_run_settings_come_from_configuration(monkeypatch, tmp_path):
+    from rag_pipeline.cluster.executors import executor_kind, index_executor
+    from rag_pipeline.cluster.jobs import run_config_for
+    from rag_pipeline.config import Settings
+
+    monkeypatch.delenv("RAG_EXECUTOR", raising=False)
+    assert executor_kind() == "in_process" and index_executor().name == "in_process"
+    monkeypatch.setenv("RAG_EXECUTOR", "Multiprocess")
+    assert index_executor().name == "multiprocess"
+    monkeypatch.setenv("RAG_EXECUTOR", "in-process")
+    assert executor_kind() == "in_process"
+    monkeypatch.setenv("RAG_EXECUTOR", "celery")
+    assert index_executor().name == "celery"
+    monkeypatch.setenv("RAG_EXECUTOR", "kubernetes")
+    with pytest.raises(ValueError, match="RAG_EXECUTOR must be one of in_process, multiprocess, celery"):
+        executor_kind()
+    config = run_config_for(Settings(raw_dir=tmp_path / "raw", lake_dir=tmp_path / "lake", golden_file=None, lock_wait_s=600.0))
+    rag = config["resources"]["rag"]["config"]
+    assert rag["raw_dir"] == str(tmp_path / "raw") and rag["golden_file"] == "none" and rag["lock_wait_s"] == 600.0
+    assert "parse_workers" not in rag  # machine-local: each worker keeps its own

@@ -20,7 +20,6 @@ import dagster as dg
 from rag_pipeline.config import env_str
 
 EXECUTORS = ("in_process", "multiprocess", "celery")
-DEFAULT_QUEUE = "dagster"  # dagster-celery's queue for every other step
 
 
 def executor_kind() -> str:
