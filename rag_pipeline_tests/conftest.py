@@ -79,3 +79,10 @@ def work(base, tmp_path):
     shutil.copytree(base / "raw", tmp_path / "raw")
     shutil.copytree(base / "lake", tmp_path / "lake")
     return tmp_path
+
+
+def pytest_report_header(config) -> str:
+    """Free disk in the header: the suite builds many lakes, and a full disk fails it in confusing ways."""
+    free = shutil.disk_usage(config.rootpath).free / 2**30
+    tmp = shutil.disk_usage(os.environ.get("TMPDIR", "/tmp")).free / 2**30
+    return f"free disk: {free:.1f} GiB at the checkout, {tmp:.1f} GiB at the temp dir"
