@@ -138,6 +138,37 @@ def test_the_writer_lock_is_exclusive_and_freed_when_its_holder_is_killed(tmp_pa
         assert is_locked(tmp_path)
 
 
+def test_shards_write_side_by_side_but_never_beside_a_whole_run(tmp_path):
+    """Shard holders share the lake and exclude only their own shard; a whole-lake holder
+    (a whole run, a publish, a promotion) excludes every shard, and a shard holder excludes it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import time; from rag_pipeline.store.lock import lake_writer_lock\n"
+            f"with lake_writer_lock({str(tmp_path)!r}, what='shard run', run_id='run-7', shard='00of02'):\n"
+            "    print('held', flush=True); time.sleep(600)\n"
+        )],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert is_locked(tmp_path)  # `rag index` and promotions see the lake as busy
+        with lake_writer_lock(tmp_path, what="other shard", shard="01of02"):
+            pass  # another shard proceeds at once
+        with pytest.raises(LakeBusyError, match=r"^shard 00of02 of the lake .* shard run \(shard 00of02\) run-7"):
+            with lake_writer_lock(tmp_path, what="same shard", shard="00of02"):
+                pass
+        with pytest.raises(LakeBusyError, match=r"^the lake "):
+            with lake_writer_lock(tmp_path, what="whole run"):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with lake_writer_lock(tmp_path, what="whole run"):
+        with pytest.raises(LakeBusyError):
+            with lake_writer_lock(tmp_path, what="a shard", shard="01of02"):
+                pass
+
+
 @pytest.mark.slow
 def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(work):
     lake = Lake(work / "lake")

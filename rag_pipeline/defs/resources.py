@@ -57,7 +57,9 @@ class LakeWriterResource(dg.ConfigurableResource):
     """Holds the lake's writer lock while a step (in-process: the whole run) executes.
 
     A step that writes the lake asks for this resource; a second run on the same lake then
-    fails at once (or after RAG_LOCK_WAIT_S) naming the run that holds the lake.
+    fails at once (or after RAG_LOCK_WAIT_S) naming the run that holds the lake. A one-shard
+    run (index_shard_job, or one of `rag index`'s shard runs out of process) holds the lake
+    shared and its shard exclusively, so the shards of one index run side by side.
     """
 
     rag: RagSettingsResource
@@ -67,5 +69,11 @@ class LakeWriterResource(dg.ConfigurableResource):
         settings = self.rag.settings()
         with Lake(settings.lake_dir).writing("take the lake's writer lock"):
             settings.lake_dir.mkdir(parents=True, exist_ok=True)  # a file in the way: one clear error
-        with lake_writer_lock(settings.lake_dir, what="Dagster run", run_id=context.run_id, wait_s=settings.lock_wait_s):
+        shard = single_shard(context.dagster_run.tags if context.dagster_run else {})
+        with lake_writer_lock(settings.lake_dir, what="Dagster run", run_id=context.run_id, wait_s=settings.lock_wait_s, shard=shard):
             yield self
+
+
+def single_shard(run_tags) -> str | None:
+    """The shard a one-shard run works on (tag dagster/partition); None for a whole run."""
+    return run_tags.get("dagster/partition")

@@ -209,14 +209,22 @@ class Lake:
         dataset = self.db.open_table(name).to_lance()
         stored = dataset.to_table(columns=["cache_key"]).column("cache_key")
         rows = pc.indices_nonzero(pc.is_in(stored, value_set=pa.array(list(set(keys)), pa.string())))
+        found = pc.take(stored, rows)
+        if pc.count_distinct(found).as_py() < len(found):  # see _insert_new: one row per key
+            first = pa.table({"key": found, "row": rows}).group_by("key", use_threads=False).aggregate([("row", "min")])
+            rows = first.column("row_min").sort()
         return dataset.take(rows, columns=columns)
 
     def _insert_new(self, name: str, table: pa.Table) -> None:
-        """Insert rows whose cache_key is new; an existing key is never rewritten (content-addressed)."""
+        """Insert rows whose cache_key is new; an existing key is never rewritten (content-addressed).
+
+        Shard steps insert from several processes at once. Lance retries the concurrent commits,
+        but two processes inserting the same new key (identical files or chunk texts in two
+        shards) may both add it: `_lookup` reads one row per key, and the rows are equal.
+        """
         with self.writing(f"add {table.num_rows} rows to {name}"):
             if name not in self._tables():
-                self.db.create_table(name, data=table, schema=table.schema)
-                return
+                self.db.create_table(name, schema=table.schema, exist_ok=True)
             self.db.open_table(name).merge_insert("cache_key").when_not_matched_insert_all().execute(table)
 
     def stage(

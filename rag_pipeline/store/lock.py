@@ -1,4 +1,5 @@
-"""One writer per lake: an exclusive lock file held while a run (or a promotion) writes.
+"""One writer per lake: an exclusive lock file held while a run (or a promotion) writes; the
+steps of one shard hold it shared, beside the other shards, and their shard's lock exclusively.
 
 `flock` on ``<lake>/.writer.lock``: the kernel drops it when the holder exits, however it
 exits (SIGKILL, OOM, a crashed host's process table), so a stale lock never needs clearing by
@@ -26,10 +27,10 @@ class LakeBusyError(RuntimeError):
     """Another run is writing this lake; nothing was changed."""
 
 
-def describe_holder(lake_dir: Path) -> str:
+def describe_holder(lake_dir: Path, lock_name: str = LOCK_NAME) -> str:
     """Who holds (or last held) the lock, as one phrase."""
     try:
-        holder = json.loads((Path(lake_dir) / LOCK_NAME).read_text(encoding="utf-8") or "{}")
+        holder = json.loads((Path(lake_dir) / lock_name).read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
         holder = {}
     if not holder:
@@ -38,31 +39,49 @@ def describe_holder(lake_dir: Path) -> str:
 
 
 @contextmanager
-def lake_writer_lock(lake_dir: Path, *, what: str, run_id: str | None = None, wait_s: float = 0.0) -> Iterator[None]:
-    """Hold the lake's writer lock for the block; LakeBusyError after wait_s seconds if taken."""
+def lake_writer_lock(
+    lake_dir: Path, *, what: str, run_id: str | None = None, wait_s: float = 0.0, shard: str | None = None
+) -> Iterator[None]:
+    """Hold the lake's writer lock for the block; LakeBusyError after wait_s seconds if taken.
+
+    With `shard`, the lake is held shared and ``.shard-<shard>.lock`` exclusively: the steps of
+    different shards write side by side (their cache writes are content-addressed inserts),
+    while a whole run, a publish or a promotion, which hold the lake exclusively, exclude them all.
+    """
     lake_dir = Path(lake_dir)
     lake_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lake_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + max(wait_s, 0.0)
+    holder = {
+        "what": what + (f" (shard {shard})" if shard else ""),
+        "run_id": run_id,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    with _flocked(lake_dir / LOCK_NAME, fcntl.LOCK_SH if shard else fcntl.LOCK_EX, deadline, holder):
+        if shard is None:
+            yield
+            return
+        with _flocked(lake_dir / f".shard-{shard}.lock", fcntl.LOCK_EX, deadline, holder, name=f"shard {shard} of the lake"):
+            yield
+
+
+@contextmanager
+def _flocked(path: Path, operation: int, deadline: float, holder: dict, name: str = "the lake") -> Iterator[None]:
+    """flock(path) until the deadline, then write who holds it into the file (for the next one's message)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + max(wait_s, 0.0)
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, operation | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LakeBusyError(
-                        f"the lake {lake_dir} is being written by {describe_holder(lake_dir)}: "
+                        f"{name} {path.parent} is being written by {describe_holder(path.parent, path.name)}: "
                         "wait for it to finish (or set RAG_LOCK_WAIT_S to wait); nothing was changed"
                     ) from None
                 time.sleep(0.5)
-        holder = {
-            "what": what,
-            "run_id": run_id,
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(holder).encode(), 0)
         try:
