@@ -84,6 +84,25 @@ def test_two_lakes_indexed_at_once_from_one_dagster_home_each_serve_only_their_o
 
 
 @pytest.mark.slow
+def test_a_run_configured_by_run_config_stages_and_locks_only_its_own_lake(tmp_path, monkeypatch):
+    """The lake named in run config (how `rag index` hands its settings to workers out of process,
+    and how an operator points a launchpad run elsewhere) is where the run stages its outputs and
+    takes the writer lock, not the default lake the definitions were built with."""
+    from rag_pipeline.definitions import build_definitions
+
+    monkeypatch.setenv("RAG_LAKE_DIR", str(tmp_path / "default_lake"))
+    raw, lake = _folder(tmp_path, "configured", "amber"), tmp_path / "configured_lake"
+    job = build_definitions().resolve_job_def("index_job")
+    config = {"resources": {"rag": {"config": {"raw_dir": str(raw), "lake_dir": str(lake), "golden_file": "none"}}}}
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = job.execute_in_process(run_config=config, instance=instance, asset_selection=[dg.AssetKey("raw_documents")])
+    assert result.success
+    staged = list((lake / "staging" / "runs" / result.run_id).glob("*.arrow"))
+    assert [p.name for p in staged] == ["raw_documents.arrow"]
+    assert (lake / ".writer.lock").exists()
+    assert not (tmp_path / "default_lake").exists()
+
+
 def test_two_simultaneous_runs_on_one_lake_one_writes_the_other_exits_naming_it(tmp_path):
     home = tmp_path / "home"
     home.mkdir()

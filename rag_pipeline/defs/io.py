@@ -29,7 +29,7 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 
-from rag_pipeline.defs.resources import RagSettingsResource
+from rag_pipeline.defs.resources import RagSettingsResource, run_settings
 from rag_pipeline.store.lake import Lake
 
 STAGING_DIR = "staging"
@@ -67,13 +67,21 @@ def write_json(path: Path, data: dict) -> None:
     _atomic_write(path, write)
 
 
-class LakeStagingIOManager(dg.ConfigurableIOManager):
+class LakeStagingIOManager(dg.ConfigurableIOManagerFactory):
     """Arrow tables and JSON dicts under the run's lake (see module docstring)."""
 
     rag: RagSettingsResource
 
+    def create_io_manager(self, context: dg.InitResourceContext) -> LakeStaging:
+        return LakeStaging(run_settings(self.rag, context.dagster_run).lake_dir)
+
+
+class LakeStaging(dg.IOManager):
+    def __init__(self, lake_dir: Path):
+        self.lake_dir = Path(lake_dir)
+
     def _root(self) -> Path:
-        return self.rag.settings().lake_dir / STAGING_DIR
+        return self.lake_dir / STAGING_DIR
 
     def _run_path(self, run_id: str, asset: str, suffix: str) -> Path:
         return self._root() / "runs" / run_id / f"{asset}{suffix}"
@@ -82,7 +90,7 @@ class LakeStagingIOManager(dg.ConfigurableIOManager):
         if obj is None:
             return
         asset = context.asset_key.to_python_identifier()
-        with Lake(self.rag.settings().lake_dir).writing(f"stage the output of {asset}"):
+        with Lake(self.lake_dir).writing(f"stage the output of {asset}"):
             self._write(context, asset, obj)
 
     def _write(self, context: dg.OutputContext, asset: str, obj) -> None:

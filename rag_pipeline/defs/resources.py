@@ -53,6 +53,19 @@ class RagSettingsResource(dg.ConfigurableResource):
 _FIELDS = set(RagSettingsResource.model_fields)
 
 
+def run_settings(rag: RagSettingsResource, run: dg.DagsterRun | None) -> Settings:
+    """The settings a run asked for, for a resource that holds `rag` as a nested resource.
+
+    Dagster gives a nested resource the object it was built with, not the one the run config
+    configured (`resources.rag.config`, as `rag index` out of process and the launchpad set
+    it): reading the nested one, the lake lock and the staging folder went to the default lake
+    while the assets wrote the configured one. So the run's own `rag` config is laid over it here.
+    """
+    configured = ((run.run_config if run else None) or {}).get("resources", {}).get("rag", {}).get("config", {})
+    own = {name: value for name, value in rag.__dict__.items() if name in _FIELDS and value is not None}
+    return RagSettingsResource(**{**own, **configured}).settings() if configured else rag.settings()
+
+
 class LakeWriterResource(dg.ConfigurableResource):
     """Holds the lake's writer lock while a step (in-process: the whole run) executes.
 
@@ -66,7 +79,7 @@ class LakeWriterResource(dg.ConfigurableResource):
 
     @contextmanager
     def yield_for_execution(self, context: dg.InitResourceContext):
-        settings = self.rag.settings()
+        settings = run_settings(self.rag, context.dagster_run)
         with Lake(settings.lake_dir).writing("take the lake's writer lock"):
             settings.lake_dir.mkdir(parents=True, exist_ok=True)  # a file in the way: one clear error
         shard = single_shard(context.dagster_run.tags if context.dagster_run else {})
