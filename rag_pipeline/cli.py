@@ -134,7 +134,7 @@ def cmd_index(args) -> int:
     width = progress.terminal_width()
     with _RunInterrupts(run_id) as interrupts, progress.terminal(shown, ncols=width):
         try:
-            result, check_names = _execute_index_job(args, raw, lake, run_id, interrupts)
+            results, check_names = _execute_index_job(args, raw, lake, run_id, interrupts)
         except BaseException as exc:  # a second signal, or one that landed outside a step
             if not isinstance(exc, KeyboardInterrupt) and type(exc).__name__ != "DagsterExecutionInterruptedError":
                 raise
@@ -143,7 +143,7 @@ def cmd_index(args) -> int:
         interrupts.record_canceled()
         print(_interrupted_line(served_before, _served_generation(lake)), file=sys.stderr)
         return EXIT_INTERRUPTED
-    return _report_index_run(args, result, check_names, raw, lake)
+    return _report_index_run(args, results, check_names, raw, lake)
 
 
 def _signal_number(name: str) -> int:
@@ -170,12 +170,19 @@ def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
         if executor_kind() == "in_process":
             run_config = {"loggers": {"console": {"config": {"log_level": log_level}}}}
             result = job.execute_in_process(instance=instance, run_config=run_config, raise_on_error=False, run_id=run_id)
+            results = [result]
         else:  # RAG_EXECUTOR=multiprocess|celery: this process orchestrates, the steps run elsewhere
+            from rag_pipeline.cluster.fanout import run_fanned_out
             from rag_pipeline.cluster.jobs import index_job, run_config_for
+            from rag_pipeline.config import shard_runs
 
             run_config = run_config_for(rag.settings(), log_level=log_level)
-            result = dg.execute_job(dg.reconstructable(index_job), instance, run_config=run_config, tags={RUN_ID_TAG: run_id})
-    return result, [key.name for key in job.asset_layer.asset_graph.asset_check_keys]
+            tags = {RUN_ID_TAG: run_id}
+            if shard_runs():  # the shards side by side, each in a run of its own
+                results = run_fanned_out(instance, run_config, tags, shard_runs())
+            else:
+                results = [dg.execute_job(dg.reconstructable(index_job), instance, run_config=run_config, tags=tags)]
+    return results, [key.name for key in job.asset_layer.asset_graph.asset_check_keys]
 
 
 def _dagster_instance():
@@ -352,42 +359,42 @@ class _RunInterrupts:
                 self._signalled.set()
                 self._stderr, sys.stderr = sys.stderr, io.StringIO()
 
-    def _run(self):
+    def _runs(self) -> list:
         if self.instance is None:
-            return None
+            return []
         import dagster as dg
 
         try:
             run = self.instance.get_run_by_id(self.run_id)
-            if run is None:  # out of process, Dagster names the run: ours carries our id as a tag
-                runs = self.instance.get_runs(filters=dg.RunsFilter(tags={RUN_ID_TAG: self.run_id}), limit=1)
-                run = runs[0] if runs else None
-            return run
+            if run is not None:
+                return [run]
+            # out of process, Dagster names the runs (one, or a fanned-out index's): ours carry our id as a tag
+            return list(self.instance.get_runs(filters=dg.RunsFilter(tags={RUN_ID_TAG: self.run_id})))
         except Exception:  # noqa: BLE001 - the instance is being torn down: nothing to record
-            return None
+            return []
 
     def _request_cancel(self) -> None:
         from dagster import DagsterRunStatus
 
-        run = self._run()
-        if run is not None and run.status in (DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):
-            self.instance.report_run_canceling(run, message=f"rag index got {self._name()}: stopping the run")
+        for run in self._runs():
+            if run.status in (DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):
+                self.instance.report_run_canceling(run, message=f"rag index got {self._name()}: stopping the run")
 
     def record_canceled(self) -> None:
-        """After the run has unwound: a run the signal stopped ends CANCELED, whichever
+        """After the runs have unwound: a run the signal stopped ends CANCELED, whichever
         handler saw the signal first (a finished run is left as it is)."""
         from dagster import DagsterRunStatus
 
-        run = self._run()
-        if run is not None and run.status in (
-            DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING, DagsterRunStatus.FAILURE,
-        ) and not run.is_success:
-            failure = run.status == DagsterRunStatus.FAILURE
-            self.instance.report_run_canceled(
-                run, message=f"rag index was stopped by {self._name()}"
-                + ("" if not failure else " (Dagster saw the interrupt before the termination request)")
-                + "; nothing was promoted by this run",
-            )
+        for run in self._runs():
+            if run.status in (
+                DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING, DagsterRunStatus.FAILURE,
+            ) and not run.is_success:
+                failure = run.status == DagsterRunStatus.FAILURE
+                self.instance.report_run_canceled(
+                    run, message=f"rag index was stopped by {self._name()}"
+                    + ("" if not failure else " (Dagster saw the interrupt before the termination request)")
+                    + "; nothing was promoted by this run",
+                )
 
     def _name(self) -> str:
         import signal
@@ -398,30 +405,63 @@ class _RunInterrupts:
             return f"signal {self.signum}"
 
 
-def _step_workers(events) -> dict[str, str]:
-    """Which Celery worker ran each step (RAG_EXECUTOR=celery), from dagster-celery's engine events."""
+def _step_workers(results) -> dict[str, str]:
+    """Which Celery worker ran each step (RAG_EXECUTOR=celery), from dagster-celery's engine
+    events; a shard run's steps are named with their shard (``embeddings[01of04]``)."""
     workers = {}
-    for event in events:
-        data = event.event_specific_data
-        if event.event_type_value == "ENGINE_EVENT" and event.step_key and data is not None:
-            worker = (getattr(data, "metadata", None) or {}).get("Celery worker")
-            if worker is not None:
-                workers[event.step_key] = worker.value
+    for result in results:
+        shard = result.dagster_run.tags.get("dagster/partition")
+        for event in result.all_events:
+            data = event.event_specific_data
+            if event.event_type_value == "ENGINE_EVENT" and event.step_key and data is not None:
+                worker = (getattr(data, "metadata", None) or {}).get("Celery worker")
+                if worker is not None:
+                    workers[event.step_key + (f"[{shard}]" if shard else "")] = worker.value
     return workers
 
 
-def _report_index_run(args, result, check_names, raw: Path, lake: Path) -> int:
-    summary = {"run_id": result.run_id, "success": result.success, "raw_dir": str(raw), "lake_dir": str(lake)}
-    for event in result.get_asset_materialization_events():
-        metadata = event.event_specific_data.materialization.metadata
-        summary.update({k: v.value for k, v in metadata.items() if k in _SUMMARY_KEYS})
-    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+def _run_metadata(results) -> dict:
+    """The summary's figures from the runs' materializations. A fanned-out index (cluster.fanout)
+    reports each shard's counts in its own run: those are added up; the scan's and the publish's
+    figures are taken as they are, and the publish's come last (the generation's own counts)."""
+    from rag_pipeline.cluster.fanout import PHASE_TAG
+
+    summary: dict = {}
+    for result in results:
+        own = {}
+        for event in result.get_asset_materialization_events():
+            metadata = event.event_specific_data.materialization.metadata
+            own.update({k: v.value for k, v in metadata.items() if k in _SUMMARY_KEYS})
+        if result.dagster_run.tags.get(PHASE_TAG) != "shard":
+            summary.update(own)
+            continue
+        for key, value in own.items():
+            summable = isinstance(value, (int, float)) and not isinstance(value, bool)
+            summary[key] = summary.get(key, 0) + value if summable else value
+    return summary
+
+
+def _report_index_run(args, results, check_names, raw: Path, lake: Path) -> int:
+    from rag_pipeline.cluster.fanout import PHASE_TAG
+
+    last = results[-1]
+    summary = {"run_id": last.run_id, "success": all(r.success for r in results), "raw_dir": str(raw), "lake_dir": str(lake)}
+    summary.update(_run_metadata(results))
+    if len(results) > 1:
+        summary["runs"] = [
+            {"run_id": r.run_id, "phase": r.dagster_run.tags.get(PHASE_TAG), "shard": r.dagster_run.tags.get("dagster/partition"),
+             "success": r.success}
+            for r in results
+        ]
+        summary["success"] &= results[-1].dagster_run.tags.get(PHASE_TAG) == "publish"
+    events = [event for r in results for event in r.all_events]
+    checks = [e.event_specific_data for e in events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
-    workers = _step_workers(result.all_events)
+    workers = _step_workers(results)
     if workers:
         summary["step_workers"] = workers
     busy = False
-    for event in result.all_events:
+    for event in events:
         if event.event_type_value == "STEP_FAILURE":
             error = event.event_specific_data.error
             cause = error.cause or error
@@ -436,7 +476,7 @@ def _report_index_run(args, result, check_names, raw: Path, lake: Path) -> int:
     failed = [c for c in checks if not c.passed]
     for check in failed:
         print(f"rag: check {check.check_name} failed: {check.description or check.metadata}", file=sys.stderr)
-    ok = result.success and all(c.passed for c in checks)
+    ok = summary["success"] and all(c.passed for c in checks)
     if ok:
         _refresh_quietly(lake)
     rows = check_rows(checks, check_names)

@@ -84,6 +84,20 @@ def serve_tokens_file() -> str | None:
     return env_str("RAG_SERVE_TOKENS") or None
 
 
+def shard_runs() -> int:
+    """RAG_SHARD_RUNS: out of process (RAG_EXECUTOR=multiprocess|celery), how many shard runs
+    `rag index` keeps going at once (cluster.fanout); default one per core; 0 = one whole run
+    whose steps work the shards in turn."""
+    raw = env_str("RAG_SHARD_RUNS").strip()
+    try:
+        count = int(raw) if raw else (os.cpu_count() or 1)
+    except ValueError:
+        raise ValueError(f"RAG_SHARD_RUNS must be a whole number (0 = one whole run), got {raw!r}") from None
+    if count < 0:
+        raise ValueError(f"RAG_SHARD_RUNS must be a whole number (0 = one whole run), got {count}")
+    return count
+
+
 SERVE_WORKER_OPTIONS = "RAG_SERVE_WORKER_OPTIONS"  # set by `rag serve --processes N` for its worker processes
 
 

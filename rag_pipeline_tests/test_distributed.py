@@ -1,7 +1,7 @@
 """index_job on a real one-machine cluster (scripts/cluster.sh): PostgreSQL instance storage, a
-Redis broker and two Celery workers. The steps run in the workers, the run is recorded in
-Postgres, the served index equals the in-process one, and a Postgres restart mid-run loses
-nothing."""
+Redis broker and two Celery workers. The steps run in the workers, the shards in runs of their
+own side by side, the runs are recorded in Postgres, the served index equals the in-process one,
+and a Postgres restart mid-run loses nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rag_pipeline.cluster.env import read_cluster_env
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 from rag_pipeline_tests.indexing import assert_consistent, run_index
@@ -30,11 +31,7 @@ def cluster(tmp_path_factory):
                         cwd=REPO, capture_output=True, text=True, timeout=600)
     try:
         assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-3000:]
-        env = dict(os.environ)
-        for line in (where / "cluster.env").read_text().splitlines():
-            name, _, value = line.removeprefix("export ").partition("=")
-            env[name] = value.strip('"').replace("${RAG_LOCK_WAIT_S:-600}", "600")
-        yield where, env
+        yield where, {**os.environ, **read_cluster_env(where)}
     finally:
         subprocess.run(["bash", "scripts/cluster.sh", "down", "--dir", str(where)], cwd=REPO, timeout=300)
 
@@ -49,7 +46,7 @@ def _raw(tmp_path: Path) -> Path:
 def _cluster_index(where: Path, env: dict, raw: Path, lake: Path) -> dict:
     done = subprocess.run(
         ["bash", "scripts/cluster.sh", "index", "--dir", str(where), "--raw", str(raw), "--lake", str(lake), "--json"],
-        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none"}, capture_output=True, text=True, timeout=900,
+        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none", "RAG_SHARD_RUNS": "2"}, capture_output=True, text=True, timeout=900,
     )
     assert done.stdout.strip(), done.stderr[-3000:]
     return json.loads(done.stdout)
@@ -62,8 +59,15 @@ def test_index_job_on_two_celery_workers_serves_the_in_process_index(cluster, tm
     assert summary["success"], summary
     # every step ran in a Celery worker of this cluster, not in the submitting process; the
     # workers were started without RAG_GOLDEN_FILE=none, the run carried it (no golden eval)
-    assert {"raw_documents", "parse_documents", "embeddings", "lancedb_index", "published_index"} <= set(summary["step_workers"])
-    assert set(summary["step_workers"].values()) <= {f"rag{i}@{os.uname().nodename}" for i in (1, 2)}
+    workers = {f"rag{i}@{os.uname().nodename}" for i in (1, 2)}
+    steps = {step.partition("[")[0] for step in summary["step_workers"]}
+    assert {"raw_documents", "parse_documents", "embeddings", "lancedb_index", "published_index"} <= steps
+    assert set(summary["step_workers"].values()) <= workers
+    # the shards ran as runs of their own (cluster.fanout), side by side, on both workers
+    shard_runs = [r for r in summary["runs"] if r["phase"] == "shard"]
+    assert [r["phase"] for r in summary["runs"]] == ["scan", *["shard"] * len(shard_runs), "publish"]
+    assert len(shard_runs) == int(env["RAG_SHARDS"]) >= 2
+    assert {w for step, w in summary["step_workers"].items() if "[" in step} == workers
     assert summary["check_verdicts"]["golden_quality_holds"]["verdict"] == "skipped"
 
     reference = run_index(raw, tmp_path / "in_process_lake", golden_file="none")
@@ -75,17 +79,21 @@ def test_index_job_on_two_celery_workers_serves_the_in_process_index(cluster, tm
     assert a.column("text").to_pylist() == b.column("text").to_pylist()
     assert np.abs(np.array(a.column("vector").to_pylist()) - np.array(b.column("vector").to_pylist())).max() <= 1e-5
 
-    # the run is in the cluster's Postgres-backed instance, with every step's events
+    # the runs are in the cluster's Postgres-backed instance, with every step's events; the
+    # shard runs overlapped in time
     check = subprocess.run(
         [str(REPO / ".venv" / "bin" / "python"), "-c",
          "import dagster as dg, json, sys\n"
          "i = dg.DagsterInstance.get()\n"
-         f"r = i.get_run_by_id({summary['run_id']!r})\n"
-         "print(json.dumps([type(i.run_storage).__name__, r.status.value, len(i.all_logs(r.run_id))]))"],
+         f"records = [i.get_run_record_by_id(r) for r in {[r['run_id'] for r in summary['runs']]!r}]\n"
+         "print(json.dumps([type(i.run_storage).__name__, [r.dagster_run.status.value for r in records],\n"
+         "                  sum(len(i.all_logs(r.dagster_run.run_id)) for r in records),\n"
+         "                  [(r.start_time, r.end_time) for r in records if r.dagster_run.tags.get('rag/phase') == 'shard']]))"],
         env=env, capture_output=True, text=True, timeout=120,
     )
-    storage, status, events = json.loads(check.stdout.strip().splitlines()[-1])
-    assert (storage, status) == ("PostgresRunStorage", "SUCCESS") and events > 50
+    storage, statuses, events, spans = json.loads(check.stdout.strip().splitlines()[-1])
+    assert storage == "PostgresRunStorage" and set(statuses) == {"SUCCESS"} and events > 50
+    assert max(start for start, _ in spans[:2]) < min(end for _, end in spans[:2]), spans  # the first two ran at once
 
     # a re-run, its steps on whichever worker is free, finds the parses, chunks and vectors the
     # first run left in the lake: the served generation stays as it was

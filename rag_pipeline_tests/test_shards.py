@@ -105,27 +105,38 @@ def _served(lake: Path) -> tuple[dict, dict]:
 
 
 @pytest.mark.slow
-def test_the_shard_count_changes_nothing_that_is_served(tmp_path):
+def test_neither_the_shard_count_nor_shards_side_by_side_change_what_is_served(tmp_path, monkeypatch):
+    """In-process with 4 shards vs out of process with 2 (RAG_EXECUTOR=multiprocess): there
+    `rag index` fans out into a scan run, one run per shard (both at once) and a publish run."""
     raw = _subset(tmp_path)
     report = run_index(raw, tmp_path / "lake4", golden_file="none")  # this process: the default 4 shards
     assert report["success"], report["failures"]
     assert report["parsed_documents"]["shards"] == 4
-    env = {**os.environ, "RAG_SHARDS": "3", "RAG_GOLDEN_FILE": "none", "DAGSTER_HOME": str(tmp_path / "home")}
+    home = tmp_path / "home"
+    env = {**os.environ, "RAG_SHARDS": "2", "RAG_EXECUTOR": "multiprocess", "RAG_SHARD_RUNS": "2",
+           "RAG_GOLDEN_FILE": "none", "DAGSTER_HOME": str(home)}
     proc = subprocess.run(
-        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(raw), "--lake", str(tmp_path / "lake3"), "--json"],
+        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(raw), "--lake", str(tmp_path / "lake2"), "--json", "-q"],
         env=env, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    staged = sorted(p.name for p in (tmp_path / "lake3" / "staging" / "runs").glob("*/embeddings/*.arrow"))
-    assert staged == ["00of03.arrow", "01of03.arrow", "02of03.arrow"]
+    summary = json.loads(proc.stdout)
+    assert [(r["phase"], r["shard"]) for r in summary["runs"]] == [("scan", None), ("shard", "00of02"), ("shard", "01of02"), ("publish", None)]
+    assert summary["documents"] == report["lancedb_index"]["documents"] and summary["parsed_now"] == summary["documents"]
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as instance:
+        spans = [instance.get_run_record_by_id(r["run_id"]) for r in summary["runs"][1:3]]
+        assert max(r.start_time for r in spans) < min(r.end_time for r in spans)  # the shards ran at once
+    staged = sorted(p.name for p in (tmp_path / "lake2" / "staging" / "runs").glob("*/embeddings/*.arrow"))
+    assert staged == ["00of02.arrow", "01of02.arrow"]
     four, by_id4 = _served(tmp_path / "lake4")
-    three, by_id3 = _served(tmp_path / "lake3")
-    assert_consistent(tmp_path / "lake3")
-    assert four["counts"] == three["counts"] and set(by_id4) == set(by_id3)
-    assert four["content_signature"] == three["content_signature"]  # same rows, same order
+    two, by_id2 = _served(tmp_path / "lake2")
+    assert_consistent(tmp_path / "lake2")
+    assert four["counts"] == two["counts"] and set(by_id4) == set(by_id2)
+    assert four["content_signature"] == two["content_signature"]  # same rows, same order
     for chunk_id, chunk in by_id4.items():
-        assert chunk["text"] == by_id3[chunk_id]["text"]
-        assert np.allclose(chunk["vector"], by_id3[chunk_id]["vector"], atol=1e-5)
+        assert chunk["text"] == by_id2[chunk_id]["text"]
+        assert np.allclose(chunk["vector"], by_id2[chunk_id]["vector"], atol=1e-5)
 
 
 def _execute(defs, instance, job: str, **kwargs):

@@ -72,13 +72,17 @@ up() {
   redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/run" --daemonize yes \
     --pidfile "$dir/run/redis.pid" --logfile "$dir/logs/redis.log" --save "" --appendonly no
   sed -e "s/@PG_PORT@/$pg_port/" "$ROOT/deploy/cluster/dagster.yaml" > "$dir/dagster_home/dagster.yaml"
+  # one plain `export NAME="value"` a line: the shell sources it, rag_pipeline.cluster.env reads it.
+  # RAG_SHARDS is part of the code location: the submitter and every worker must agree on it.
   cat > "$dir/cluster.env" <<ENV
 export DAGSTER_HOME="$dir/dagster_home"
-export RAG_EXECUTOR=celery
+export RAG_EXECUTOR="celery"
 export RAG_CELERY_BROKER="redis://127.0.0.1:$redis_port/0"
 export RAG_CELERY_BACKEND="redis://127.0.0.1:$redis_port/1"
-export RAG_LOCK_WAIT_S="\${RAG_LOCK_WAIT_S:-600}"
-export RAG_CLUSTER_PG_PORT=$pg_port RAG_CLUSTER_REDIS_PORT=$redis_port
+export RAG_SHARDS="${RAG_SHARDS:-4}"
+export RAG_LOCK_WAIT_S="${RAG_LOCK_WAIT_S:-600}"
+export RAG_CLUSTER_PG_PORT="$pg_port"
+export RAG_CLUSTER_REDIS_PORT="$redis_port"
 ENV
   # shellcheck disable=SC1091
   source "$dir/cluster.env"

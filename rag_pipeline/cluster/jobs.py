@@ -21,6 +21,12 @@ def index_job() -> dg.JobDefinition:
     return defs.resolve_job_def("index_job")
 
 
+def index_shard_job() -> dg.JobDefinition:
+    from rag_pipeline.definitions import defs
+
+    return defs.resolve_job_def("index_shard_job")
+
+
 def run_config_for(settings: Settings, *, log_level: str = "WARNING") -> dict:
     """The settings resolved where the run is started, as run config: a Celery worker builds its
     resources from the run, so a worker started with another environment (say, no

@@ -27,14 +27,15 @@ index_job = dg.define_asset_job(
     description="Re-index the raw folder end to end and publish a new index generation.",
 )
 
-# One shard again, alone (pick the partition in the launchpad): after a failed or interrupted
-# shard, or to rebuild a shard; the next index_job run (or a publish) uses its output.
+# One shard alone (pick the partition in the launchpad): after a failed or interrupted shard, or
+# to rebuild a shard; the next index_job run (or a publish) uses its output. Out of process,
+# `rag index` runs the shards side by side as runs of this job (cluster.fanout).
 PER_DOCUMENT_ASSETS = dg.AssetSelection.assets("parsed_documents", "quarantine", "chunks", "chunk_fingerprints", "embeddings")
 index_shard_job = dg.define_asset_job(
     "index_shard_job",
     selection=PER_DOCUMENT_ASSETS,
     partitions_def=SHARDS,
-    executor_def=dg.in_process_executor,
+    executor_def=index_executor(),
     description="Parse, chunk and embed the documents of one shard of the raw folder (no publish).",
 )
 

@@ -1,0 +1,100 @@
+"""Shards side by side: out of process, one `rag index` is a scan run, one run per shard, then a publish run.
+
+Dagster runs a partitioned step once per run, so a single run can only work its shards in turn.
+With RAG_EXECUTOR=multiprocess|celery, `rag index` instead starts on the same instance:
+
+1. the **scan** run (raw_documents and its check);
+2. one run of **index_shard_job per shard**, up to RAG_SHARD_RUNS at once, each step on the
+   profile's executor (a process of its own, or a Celery worker). A shard run holds the lake
+   shared and its shard exclusively (defs.resources), reads the scan the lake's staging area
+   holds and stages its own outputs, so its memory is bounded by its shard;
+3. the **publish** run (lancedb_index onwards, with its checks), which gathers every shard and
+   checks each against the scan (defs.shards.gather_shards) before staging a generation.
+
+Each run is orchestrated by a process of its own: Dagster's run set-up reconfigures Python
+logging, which deadlocks against another run logging in the same process (seen with threads).
+A failed scan or shard stops there: nothing is published, the served generation keeps serving,
+and the next `rag index` finds the finished shards' parses, chunks and vectors in the caches.
+Every run carries the request's tags (`rag index` finds and cancels them by theirs).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import dagster as dg
+
+from rag_pipeline.cluster.jobs import index_job, index_shard_job
+from rag_pipeline.defs.shards import SHARD_KEYS
+
+SCAN_ASSETS = ["raw_documents"]
+PHASE_TAG = "rag/phase"  # scan | shard | publish, on each run of a fanned-out index
+JOBS = {"index_job": index_job, "index_shard_job": index_shard_job}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A finished run as read back from the instance: what `rag index` reports from."""
+
+    dagster_run: dg.DagsterRun
+    all_events: list
+
+    @property
+    def run_id(self) -> str:
+        return self.dagster_run.run_id
+
+    @property
+    def success(self) -> bool:
+        return self.dagster_run.is_success
+
+    def get_asset_materialization_events(self) -> list:
+        return [e for e in self.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+
+    @classmethod
+    def read(cls, instance: dg.DagsterInstance, run_id: str) -> RunOutcome:
+        events = [record.dagster_event for record in instance.all_logs(run_id) if record.dagster_event]
+        return cls(instance.get_run_by_id(run_id), events)
+
+
+def publish_assets() -> list[str]:
+    """Everything index_job materializes after the shards."""
+    shard_assets = index_shard_job().asset_layer.selected_asset_keys
+    keys = index_job().asset_layer.selected_asset_keys - shard_assets - {dg.AssetKey(name) for name in SCAN_ASSETS}
+    return sorted(key.to_user_string() for key in keys)
+
+
+def execute_run(job_name: str, run_config: Mapping, tags: Mapping[str, str], assets: list[str] | None = None) -> str:
+    """One run of the job on this process's instance (DAGSTER_HOME); its id."""
+    with dg.DagsterInstance.get() as instance:
+        selection = [dg.AssetKey(name) for name in assets] if assets else None
+        result = dg.execute_job(dg.reconstructable(JOBS[job_name]), instance, run_config=dict(run_config), tags=dict(tags),
+                                asset_selection=selection)
+        return result.run_id
+
+
+def run_fanned_out(instance: dg.DagsterInstance, run_config: Mapping, tags: Mapping[str, str], parallel: int) -> list[RunOutcome]:
+    """The scan, the shards (`parallel` at a time) and the publish; stops after a failed phase.
+
+    Returns the runs that ran, scan first, shards in key order, publish last.
+    """
+    workers = max(1, min(parallel, len(SHARD_KEYS)))
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+    def run(job_name: str, phase: str, extra: Mapping[str, str] | None = None, assets: list[str] | None = None):
+        return pool.submit(execute_run, job_name, dict(run_config), {**tags, PHASE_TAG: phase, **(extra or {})}, assets)
+
+    try:
+        scan = RunOutcome.read(instance, run("index_job", "scan", assets=SCAN_ASSETS).result())
+        if not scan.success:
+            return [scan]
+        futures = [run("index_shard_job", "shard", {"dagster/partition": key}) for key in SHARD_KEYS]
+        shards = [RunOutcome.read(instance, future.result()) for future in futures]
+        if not all(shard.success for shard in shards):
+            return [scan, *shards]
+        publish = RunOutcome.read(instance, run("index_job", "publish", assets=publish_assets()).result())
+        return [scan, *shards, publish]
+    finally:  # an interrupt starts no further run; the running ones end with their steps
+        pool.shutdown(wait=True, cancel_futures=True)
