@@ -1,6 +1,6 @@
 """index_job in-process vs on Celery workers (issues 16, 17): what the distributed run costs and what fanning out the shards gives.
 
-    .venv/bin/python bench/distributed.py [--raw data/sample] [--workers 2] [--rounds 1]
+    .venv/bin/python bench/distributed.py [--raw data/sample] [--workers 2] [--rounds 1] [--modes in_process,celery_whole,celery]
 
 Starts a one-machine cluster (`scripts/cluster.sh up`: PostgreSQL, Redis, N Celery workers) in a
 temp folder, then indexes the same folder into fresh lakes three ways, each a first build and then
@@ -70,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", default=str(REPO / "data" / "sample"))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, from {', '.join(MODES)} (in_process is the baseline)")
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "distributed.json"))
     args = parser.parse_args(argv)
+    unknown = set(args.modes.split(",")) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}: choose from {', '.join(MODES)}")
+    modes = {name: MODES[name] for name in dict.fromkeys(["in_process", *args.modes.split(",")])}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="rag-dist-") as tmp:
         tmp = Path(tmp)
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             celery_env = {**cluster_env(where), "RAG_GOLDEN_FILE": "none"}
             local_env = {**os.environ, "DAGSTER_HOME": str(tmp / "home"), "RAG_GOLDEN_FILE": "none"}
             for n in range(args.rounds):
-                for mode, (extra, where_to) in MODES.items():
+                for mode, (extra, where_to) in modes.items():
                     lake = tmp / f"lake_{mode}_{n}"
                     env = {**(local_env if where_to == "local" else celery_env), **extra}
                     for run in ("first build", "no-op"):
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'run':<12} {'mode':<13} {'wall s':>8} {'steps s':>8} {'rest s':>8} {'wall ÷ in-process':>18}")
     for run in ("first build", "no-op"):
         base = statistics.median(r["wall_s"] for r in rows if r["run"] == run and r["mode"] == "in_process")
-        for mode in MODES:
+        for mode in modes:
             picked = [r for r in rows if r["run"] == run and r["mode"] == mode]
             wall = statistics.median(r["wall_s"] for r in picked)
             steps = statistics.median(r["steps_s"] for r in picked)
@@ -111,10 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         for step, s in r["steps"].items():
             slowest.setdefault((r["mode"], r["run"]), {}).setdefault(step, []).append(s)
-    print("\nper step, median seconds summed over its shards (first build): " + " / ".join(MODES))
-    first = {mode: slowest.get((mode, "first build"), {}) for mode in MODES}
+    print("\nper step, median seconds summed over its shards (first build): " + " / ".join(modes))
+    first = {mode: slowest.get((mode, "first build"), {}) for mode in modes}
     for step in sorted(first["in_process"], key=lambda k: -statistics.median(first["in_process"][k]))[:8]:
-        cells = " / ".join(f"{statistics.median(first[mode].get(step, [float('nan')])):>7.2f}" for mode in MODES)
+        cells = " / ".join(f"{statistics.median(first[mode].get(step, [float('nan')])):>7.2f}" for mode in modes)
         print(f"  {step:<40} {cells}")
     return 0
 

@@ -134,7 +134,7 @@ def cmd_index(args) -> int:
     width = progress.terminal_width()
     with _RunInterrupts(run_id) as interrupts, progress.terminal(shown, ncols=width):
         try:
-            results, check_names = _execute_index_job(args, raw, lake, run_id, interrupts)
+            results, check_names, up_to_date = _execute_index_job(args, raw, lake, run_id, interrupts)
         except BaseException as exc:  # a second signal, or one that landed outside a step
             if not isinstance(exc, KeyboardInterrupt) and type(exc).__name__ != "DagsterExecutionInterruptedError":
                 raise
@@ -143,7 +143,7 @@ def cmd_index(args) -> int:
         interrupts.record_canceled()
         print(_interrupted_line(served_before, _served_generation(lake)), file=sys.stderr)
         return EXIT_INTERRUPTED
-    return _report_index_run(args, results, check_names, raw, lake)
+    return _report_index_run(args, results, check_names, raw, lake, up_to_date)
 
 
 def _signal_number(name: str) -> int:
@@ -165,6 +165,7 @@ def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
     rag = RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
     job = build_definitions(rag).resolve_job_def("index_job")
     log_level = "DEBUG" if args.verbose else "WARNING"
+    up_to_date: list[str] = []  # shards a fanned-out index found up to date and did not run
     with _dagster_instance() as instance:
         interrupts.attach(instance)
         if executor_kind() == "in_process":
@@ -179,10 +180,10 @@ def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
             run_config = run_config_for(rag.settings(), log_level=log_level)
             tags = {RUN_ID_TAG: run_id}
             if shard_runs():  # the shards side by side, each in a run of its own
-                results = run_fanned_out(instance, run_config, tags, shard_runs())
+                results, up_to_date = run_fanned_out(instance, run_config, tags, shard_runs(), lake)
             else:
                 results = [dg.execute_job(dg.reconstructable(index_job), instance, run_config=run_config, tags=tags)]
-    return results, [key.name for key in job.asset_layer.asset_graph.asset_check_keys]
+    return results, [key.name for key in job.asset_layer.asset_graph.asset_check_keys], up_to_date
 
 
 def _dagster_instance():
@@ -441,7 +442,7 @@ def _run_metadata(results) -> dict:
     return summary
 
 
-def _report_index_run(args, results, check_names, raw: Path, lake: Path) -> int:
+def _report_index_run(args, results, check_names, raw: Path, lake: Path, up_to_date=()) -> int:
     from rag_pipeline.cluster.fanout import PHASE_TAG
 
     last = results[-1]
@@ -454,6 +455,7 @@ def _report_index_run(args, results, check_names, raw: Path, lake: Path) -> int:
             for r in results
         ]
         summary["success"] &= results[-1].dagster_run.tags.get(PHASE_TAG) == "publish"
+        summary["shards_up_to_date"] = list(up_to_date)
     events = [event for r in results for event in r.all_events]
     checks = [e.event_specific_data for e in events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}

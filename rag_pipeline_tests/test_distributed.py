@@ -95,11 +95,13 @@ def test_index_job_on_two_celery_workers_serves_the_in_process_index(cluster, tm
     assert storage == "PostgresRunStorage" and set(statuses) == {"SUCCESS"} and events > 50
     assert max(start for start, _ in spans[:2]) < min(end for _, end in spans[:2]), spans  # the first two ran at once
 
-    # a re-run, its steps on whichever worker is free, finds the parses, chunks and vectors the
-    # first run left in the lake: the served generation stays as it was
+    # a re-run finds every shard's staged outputs up to date (same files, same settings): it
+    # scans and publishes only, and the served generation stays as it was
     generation = json.loads((tmp_path / "celery_lake" / "index_manifest.json").read_text())["generation"]
     again = _cluster_index(where, env, raw, tmp_path / "celery_lake")
     assert again["success"], again
+    assert [r["phase"] for r in again["runs"]] == ["scan", "publish"]  # every shard was up to date
+    assert len(again["shards_up_to_date"]) == len(shard_runs)
     assert json.loads((tmp_path / "celery_lake" / "index_manifest.json").read_text())["generation"] == generation
     assert theirs.published_arrow(s.CHUNKS).column("chunk_id").to_pylist() == a.column("chunk_id").to_pylist()
 

@@ -138,6 +138,22 @@ def test_neither_the_shard_count_nor_shards_side_by_side_change_what_is_served(t
         assert chunk["text"] == by_id2[chunk_id]["text"]
         assert np.allclose(chunk["vector"], by_id2[chunk_id]["vector"], atol=1e-5)
 
+    # one file changes: only its shard runs again; the other shard's staged outputs are up to date
+    changed = sorted(raw.rglob("*.md"))[0]
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n\nAmber widgets are stored in hall 9.\n", encoding="utf-8")
+    again = subprocess.run(
+        [sys.executable, "-m", "rag_pipeline.cli", "index", "--raw", str(raw), "--lake", str(tmp_path / "lake2"), "--json", "-q"],
+        env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = json.loads(again.stdout)
+    shard = shard_of(doc_id_for(changed.relative_to(raw).as_posix()), shard_keys(2))
+    assert [(r["phase"], r["shard"]) for r in rerun["runs"]] == [("scan", None), ("shard", shard), ("publish", None)]
+    assert rerun["shards_up_to_date"] == [k for k in shard_keys(2) if k != shard]
+    assert (rerun["updated"], rerun["parsed_now"], rerun["new_generation"]) == (1, 1, True)
+    assert "Amber widgets are stored in hall 9." in " ".join(c["text"] for c in _served(tmp_path / "lake2")[1].values())
+    assert_consistent(tmp_path / "lake2")
+
 
 def _execute(defs, instance, job: str, **kwargs):
     result = defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False, **kwargs)

@@ -16,22 +16,33 @@ logging, which deadlocks against another run logging in the same process (seen w
 A failed scan or shard stops there: nothing is published, the served generation keeps serving,
 and the next `rag index` finds the finished shards' parses, chunks and vectors in the caches.
 Every run carries the request's tags (`rag index` finds and cancels them by theirs).
+
+A shard whose staged outputs are already up to date is not run again: the lake's latest outputs
+of every per-document asset of that shard come from a successful shard run with the same inputs
+tag (the run's settings, chunk sizes and shard keys) and carry this scan's digest of the shard
+(defs.shards.lineage). A nightly run over an unchanged folder is then a scan and a publish.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
 from rag_pipeline.cluster.jobs import index_job, index_shard_job
-from rag_pipeline.defs.shards import SHARD_KEYS
+from rag_pipeline.config import ChunkingSettings
+from rag_pipeline.defs.io import STAGING_DIR, read_arrow
+from rag_pipeline.defs.shards import SHARD_KEYS, lineage, scan_digest, split_by_shard
 
 SCAN_ASSETS = ["raw_documents"]
 PHASE_TAG = "rag/phase"  # scan | shard | publish, on each run of a fanned-out index
+INPUTS_TAG = "rag/shard_inputs"  # what a shard run's outputs depend on besides its files
 JOBS = {"index_job": index_job, "index_shard_job": index_shard_job}
 
 
@@ -75,10 +86,53 @@ def execute_run(job_name: str, run_config: Mapping, tags: Mapping[str, str], ass
         return result.run_id
 
 
-def run_fanned_out(instance: dg.DagsterInstance, run_config: Mapping, tags: Mapping[str, str], parallel: int) -> list[RunOutcome]:
-    """The scan, the shards (`parallel` at a time) and the publish; stops after a failed phase.
+def shard_inputs(run_config: Mapping) -> str:
+    """Digest of what a shard's outputs depend on besides its files: the run's settings, the
+    chunk sizes and the shard keys (both read by each process when the code location loads)."""
+    chunking = ChunkingSettings()
+    described = {"rag": run_config.get("resources", {}).get("rag", {}).get("config", {}), "shards": SHARD_KEYS,
+                 "chunking": [chunking.max_tokens, chunking.overlap_tokens]}
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
-    Returns the runs that ran, scan first, shards in key order, publish last.
+
+def up_to_date_shards(instance: dg.DagsterInstance, lake_dir: Path, scan_run_id: str, inputs: str) -> set[str]:
+    """Shards whose latest staged outputs were built by a successful shard run with these
+    inputs from the files this scan found (each output's lineage is this scan's shard digest)."""
+    staging = Path(lake_dir) / STAGING_DIR
+    scan = read_arrow(staging / "runs" / scan_run_id / "raw_documents.arrow")
+    fresh = set()
+    for key, raw_shard in split_by_shard(scan).items():
+        digest, producers = scan_digest(raw_shard), set()
+        for asset in index_shard_job().asset_layer.selected_asset_keys:
+            name = asset.to_user_string()
+            pointer = staging / "latest" / name / f"{key}.json"
+            run_id = json.loads(pointer.read_text(encoding="utf-8"))["run_id"] if pointer.exists() else None
+            path = staging / "runs" / str(run_id) / name / f"{key}.arrow"
+            if run_id is None or not path.exists() or lineage(_schema_only(path)) != digest:
+                break
+            producers.add(run_id)
+        else:
+            runs = [instance.get_run_by_id(run_id) for run_id in producers]
+            if all(run is not None and run.is_success and run.tags.get(INPUTS_TAG) == inputs for run in runs):
+                fresh.add(key)
+    return fresh
+
+
+def _schema_only(path: Path):
+    import pyarrow as pa
+
+    with pa.memory_map(str(path), "r") as source:
+        return pa.ipc.open_file(source).schema
+
+
+def run_fanned_out(
+    instance: dg.DagsterInstance, run_config: Mapping, tags: Mapping[str, str], parallel: int, lake_dir: Path
+) -> tuple[list[RunOutcome], list[str]]:
+    """The scan, the shards that are not up to date (`parallel` at a time) and the publish;
+    stops after a failed phase.
+
+    Returns the runs that ran (scan first, shards in key order, publish last) and the shards
+    that were up to date and not run.
     """
     workers = max(1, min(parallel, len(SHARD_KEYS)))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
@@ -89,12 +143,15 @@ def run_fanned_out(instance: dg.DagsterInstance, run_config: Mapping, tags: Mapp
     try:
         scan = RunOutcome.read(instance, run("index_job", "scan", assets=SCAN_ASSETS).result())
         if not scan.success:
-            return [scan]
-        futures = [run("index_shard_job", "shard", {"dagster/partition": key}) for key in SHARD_KEYS]
+            return [scan], []
+        inputs = shard_inputs(run_config)
+        skipped = sorted(up_to_date_shards(instance, lake_dir, scan.run_id, inputs))
+        futures = [run("index_shard_job", "shard", {"dagster/partition": key, INPUTS_TAG: inputs})
+                   for key in SHARD_KEYS if key not in skipped]
         shards = [RunOutcome.read(instance, future.result()) for future in futures]
         if not all(shard.success for shard in shards):
-            return [scan, *shards]
+            return [scan, *shards], skipped
         publish = RunOutcome.read(instance, run("index_job", "publish", assets=publish_assets()).result())
-        return [scan, *shards, publish]
+        return [scan, *shards, publish], skipped
     finally:  # an interrupt starts no further run; the running ones end with their steps
         pool.shutdown(wait=True, cancel_futures=True)

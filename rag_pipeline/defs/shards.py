@@ -95,8 +95,9 @@ def with_lineage(table: pa.Table, lineage: str) -> pa.Table:
     return table.replace_schema_metadata({LINEAGE_KEY: lineage.encode()})
 
 
-def lineage(table: pa.Table) -> str:
-    return ((table.schema.metadata or {}).get(LINEAGE_KEY) or b"").decode()
+def lineage(table: pa.Table | pa.Schema) -> str:
+    schema = table if isinstance(table, pa.Schema) else table.schema
+    return ((schema.metadata or {}).get(LINEAGE_KEY) or b"").decode()
 
 
 def gather_shards(raw_documents: pa.Table, **assets: dict[str, pa.Table]) -> dict[str, pa.Table]:
