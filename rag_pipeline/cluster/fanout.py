@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 
 from rag_pipeline.cluster.jobs import index_job, index_shard_job
 from rag_pipeline.config import ChunkingSettings
@@ -118,9 +119,7 @@ def up_to_date_shards(instance: dg.DagsterInstance, lake_dir: Path, scan_run_id:
     return fresh
 
 
-def _schema_only(path: Path):
-    import pyarrow as pa
-
+def _schema_only(path: Path) -> pa.Schema:
     with pa.memory_map(str(path), "r") as source:
         return pa.ipc.open_file(source).schema
 
