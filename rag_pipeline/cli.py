@@ -178,9 +178,9 @@ def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
             from rag_pipeline.config import shard_runs
 
             run_config = run_config_for(rag.settings(), log_level=log_level)
-            tags = {RUN_ID_TAG: run_id}
-            if shard_runs():  # the shards side by side, each in a run of its own
-                results, up_to_date = run_fanned_out(instance, run_config, tags, shard_runs(), lake)
+            tags, parallel = {RUN_ID_TAG: run_id}, shard_runs()
+            if parallel:  # the shards side by side, each in a run of its own
+                results, up_to_date = run_fanned_out(instance, run_config, tags, parallel, lake)
             else:
                 results = [dg.execute_job(dg.reconstructable(index_job), instance, run_config=run_config, tags=tags)]
     return results, [key.name for key in job.asset_layer.asset_graph.asset_check_keys], up_to_date
