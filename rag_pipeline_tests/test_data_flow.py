@@ -129,17 +129,23 @@ def test_two_simultaneous_runs_on_one_lake_one_writes_the_other_exits_naming_it(
     assert '"new_generation": false' in out3 and len(Lake(lake).list_generations()) == 1
 
 
-def test_the_writer_lock_is_exclusive_and_freed_when_its_holder_is_killed(tmp_path):
+def _lock_holder(lake: Path, **lock_kwargs) -> subprocess.Popen:
+    """Another process holding `lake_writer_lock(lake, **lock_kwargs)` until it is killed."""
     holder = subprocess.Popen(
         [sys.executable, "-c", (
-            "import sys, time; from rag_pipeline.store.lock import lake_writer_lock\n"
-            f"with lake_writer_lock({str(tmp_path)!r}, what='test holder', run_id='run-123'):\n"
+            "import time; from rag_pipeline.store.lock import lake_writer_lock\n"
+            f"with lake_writer_lock({str(lake)!r}, **{lock_kwargs!r}):\n"
             "    print('held', flush=True); time.sleep(600)\n"
         )],
         stdout=subprocess.PIPE, text=True,
     )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_the_writer_lock_is_exclusive_and_freed_when_its_holder_is_killed(tmp_path):
+    holder = _lock_holder(tmp_path, what="test holder", run_id="run-123")
     try:
-        assert holder.stdout.readline().strip() == "held"
         assert is_locked(tmp_path)
         with pytest.raises(LakeBusyError, match=r"test holder run-123 \(pid \d+"):
             with lake_writer_lock(tmp_path, what="second"):
@@ -160,23 +166,15 @@ def test_the_writer_lock_is_exclusive_and_freed_when_its_holder_is_killed(tmp_pa
 def test_shards_write_side_by_side_but_never_beside_a_whole_run(tmp_path):
     """Shard holders share the lake and exclude only their own shard; a whole-lake holder
     (a whole run, a publish, a promotion) excludes every shard, and a shard holder excludes it."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", (
-            "import time; from rag_pipeline.store.lock import lake_writer_lock\n"
-            f"with lake_writer_lock({str(tmp_path)!r}, what='shard run', run_id='run-7', shard='00of02'):\n"
-            "    print('held', flush=True); time.sleep(600)\n"
-        )],
-        stdout=subprocess.PIPE, text=True,
-    )
+    holder = _lock_holder(tmp_path, what="shard run", run_id="run-7", shard="00of02")
     try:
-        assert holder.stdout.readline().strip() == "held"
         assert is_locked(tmp_path)  # `rag index` and promotions see the lake as busy
         with lake_writer_lock(tmp_path, what="other shard", shard="01of02"):
             pass  # another shard proceeds at once
         with pytest.raises(LakeBusyError, match=r"^shard 00of02 of the lake .* shard run \(shard 00of02\) run-7"):
             with lake_writer_lock(tmp_path, what="same shard", shard="00of02"):
                 pass
-        with pytest.raises(LakeBusyError, match=r"^the lake "):
+        with pytest.raises(LakeBusyError, match=r"^the lake .* shard runs: shard run \(shard 00of02\) run-7"):
             with lake_writer_lock(tmp_path, what="whole run"):
                 pass
     finally:

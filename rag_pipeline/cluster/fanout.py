@@ -71,11 +71,15 @@ class RunOutcome:
         return cls(instance.get_run_by_id(run_id), events)
 
 
+def shard_assets() -> list[str]:
+    """What one shard run materializes."""
+    return sorted(key.to_user_string() for key in index_shard_job().asset_layer.selected_asset_keys)
+
+
 def publish_assets() -> list[str]:
     """Everything index_job materializes after the shards."""
-    shard_assets = index_shard_job().asset_layer.selected_asset_keys
-    keys = index_job().asset_layer.selected_asset_keys - shard_assets - {dg.AssetKey(name) for name in SCAN_ASSETS}
-    return sorted(key.to_user_string() for key in keys)
+    before = {dg.AssetKey(name) for name in [*shard_assets(), *SCAN_ASSETS]}
+    return sorted(key.to_user_string() for key in index_job().asset_layer.selected_asset_keys - before)
 
 
 def execute_run(job_name: str, run_config: Mapping, tags: Mapping[str, str], assets: list[str] | None = None) -> str:
@@ -101,11 +105,10 @@ def up_to_date_shards(instance: dg.DagsterInstance, lake_dir: Path, scan_run_id:
     inputs from the files this scan found (each output's lineage is this scan's shard digest)."""
     staging = Path(lake_dir) / STAGING_DIR
     scan = read_arrow(staging / "runs" / scan_run_id / "raw_documents.arrow")
-    fresh = set()
+    fresh, names = set(), shard_assets()
     for key, raw_shard in split_by_shard(scan).items():
         digest, producers = scan_digest(raw_shard), set()
-        for asset in index_shard_job().asset_layer.selected_asset_keys:
-            name = asset.to_user_string()
+        for name in names:
             pointer = staging / "latest" / name / f"{key}.json"
             run_id = json.loads(pointer.read_text(encoding="utf-8"))["run_id"] if pointer.exists() else None
             path = staging / "runs" / str(run_id) / name / f"{key}.arrow"

@@ -28,11 +28,13 @@ class LakeBusyError(RuntimeError):
 
 
 def describe_holder(lake_dir: Path, lock_name: str = LOCK_NAME) -> str:
-    """Who holds (or last held) the lock, as one phrase."""
-    try:
-        holder = json.loads((Path(lake_dir) / lock_name).read_text(encoding="utf-8") or "{}")
-    except (OSError, ValueError):
-        holder = {}
+    """Who holds (or last held) the lock, as one phrase; for a lake held by shards, the shards."""
+    holder = _read_holder(Path(lake_dir) / lock_name)
+    if not holder and lock_name == LOCK_NAME:
+        shards = sorted(Path(lake_dir).glob(".shard-*.lock"))
+        held = [describe_holder(lake_dir, p.name) for p in shards if _is_held(p)]
+        if held:
+            return "shard runs: " + "; ".join(held)
     if not holder:
         return "another process"
     return f"{holder.get('what', 'a run')} {holder.get('run_id') or ''} (pid {holder.get('pid')} on {holder.get('host')}, since {holder.get('since')})".replace("  ", " ")
@@ -58,7 +60,9 @@ def lake_writer_lock(
         "host": socket.gethostname(),
         "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    with _flocked(lake_dir / LOCK_NAME, fcntl.LOCK_SH if shard else fcntl.LOCK_EX, deadline, holder):
+    # Shared holders leave the lake file empty (many writing it would tear it); each names itself
+    # in its shard's file, where describe_holder finds it.
+    with _flocked(lake_dir / LOCK_NAME, fcntl.LOCK_SH if shard else fcntl.LOCK_EX, deadline, None if shard else holder):
         if shard is None:
             yield
             return
@@ -67,8 +71,9 @@ def lake_writer_lock(
 
 
 @contextmanager
-def _flocked(path: Path, operation: int, deadline: float, holder: dict, name: str = "the lake") -> Iterator[None]:
-    """flock(path) until the deadline, then write who holds it into the file (for the next one's message)."""
+def _flocked(path: Path, operation: int, deadline: float, holder: dict | None, name: str = "the lake") -> Iterator[None]:
+    """flock(path) until the deadline, then write who holds it into the file (for the next one's
+    message); holder None empties it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         while True:
@@ -83,7 +88,8 @@ def _flocked(path: Path, operation: int, deadline: float, holder: dict, name: st
                     ) from None
                 time.sleep(0.5)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        if holder is not None:
+            os.pwrite(fd, json.dumps(holder).encode(), 0)
         try:
             yield
         finally:
@@ -92,9 +98,19 @@ def _flocked(path: Path, operation: int, deadline: float, holder: dict, name: st
         os.close(fd)
 
 
+def _read_holder(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
 def is_locked(lake_dir: Path) -> bool:
     """Whether a writer holds the lake right now (a probe: takes and drops the lock at once)."""
-    path = Path(lake_dir) / LOCK_NAME
+    return _is_held(Path(lake_dir) / LOCK_NAME)
+
+
+def _is_held(path: Path) -> bool:
     if not path.exists():
         return False
     fd = os.open(path, os.O_RDWR)
