@@ -122,6 +122,9 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
 _UNIT_END = re.compile(r"(?<=[。！？!?])|(?<=[.])(?=\s)")
 _CELL_SPLIT = re.compile(r"\s*[;；|\t]\s*")
 _LABELLED_CELL = re.compile(r"^[^:：]{1,40}[:：]\s*\S")
+_WRAPPED_END = re.compile(r"[A-Za-z0-9,\-)\]]$")  # a prose line cut by a hard wrap ends inside a clause
+_CONTINUATION = re.compile(r"^[a-z(]")  # ... and the next line goes on in lower case
+_WRAP_WIDTH = 60  # ... or the line above filled the width a wrap leaves (infobox and list lines are shorter)
 _RULE_LINE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
 
 MAX_CHUNKS_PER_DOCUMENT = 2  # post-rank rule of the reference design: the context is not one document's echo
@@ -174,10 +177,28 @@ def _with_header(lines: list[str]) -> list[str]:
     return out
 
 
+def _unwrapped(lines: list[str]) -> list[str]:
+    """Hard-wrapped prose joined back into its sentences: plain-text files and mail wrap at ~80
+    columns, and a quote cut at the wrap ("… a Welsh former professional footballer who") loses
+    the clause that held the fact. A line continues the one above when that one ends inside a
+    clause and either it goes on in lower case or the line above is as long as a wrapped line;
+    short lines (headings, list items, infobox fields) and table rows stay apart."""
+    out: list[str] = []
+    previous = ""
+    for line in lines:
+        continues = _CONTINUATION.match(line) or (len(previous) >= _WRAP_WIDTH and line[:1].isalnum())
+        if out and continues and _WRAPPED_END.search(previous) and not _is_table_line(previous) and not _is_table_line(line):
+            out[-1] = f"{out[-1]} {line}"
+        else:
+            out.append(line)
+        previous = line
+    return out
+
+
 def answer_units(text: str) -> list[str]:
     """Sentences, but a table row stays whole ("城市: 深圳; 电话: …") and carries its header."""
     units = []
-    for line in _with_header([line.strip() for line in text.splitlines() if line.strip()]):
+    for line in _with_header(_unwrapped([line.strip() for line in text.splitlines() if line.strip()])):
         if _is_table_line(line) or _LABELLED_CELL.match(line) and ";" in line:
             units.append(line)  # a row: never split inside it ("Approx. 6 h")
         else:

@@ -170,3 +170,30 @@ def test_the_sample_datasheet_is_quoted_at_its_protection_class_for_a_chinese_qu
     assert not answer.evidence["cross_lingual"]  # the best dense hit is Chinese: quoted by terms, not the embedding
     assert "IP54" in answer.answer, answer.answer
     assert "products/x2000_datasheet.pdf" in {c.source for c in answer.citations}
+
+
+def test_hard_wrapped_prose_is_quoted_as_whole_sentences_and_short_lines_stay_apart():
+    """A plain-text file wrapped at ~90 columns (../shared/corpus/txt/norwich-city.txt's layout):
+    the quote is the whole sentence, not the part up to the wrap; infobox fields stay one each."""
+    text = (
+        "Personal information\n"
+        "Date of birth 26 June 1968\n"
+        "Iwan Wyn Roberts (born 26 June 1968) is a Welsh former professional footballer who\n"
+        "played as a forward from 1986 to 2005 for a number of clubs and the Wales national team.\n"
+        "He moved to Huddersfield Town in 1990 where he remained for three seasons. Roberts signed for\n"
+        "Norwich City, where he spent seven years.\n"
+        "Early life\n"
+    )
+    units = answer_units(text)
+    assert units == [
+        "Personal information",
+        "Date of birth 26 June 1968",
+        "Iwan Wyn Roberts (born 26 June 1968) is a Welsh former professional footballer who played as a forward "
+        "from 1986 to 2005 for a number of clubs and the Wales national team.",
+        "He moved to Huddersfield Town in 1990 where he remained for three seasons.",
+        "Roberts signed for Norwich City, where he spent seven years.",
+        "Early life",
+    ]
+    question = "Which position did Iwan Roberts play?"
+    picked = select_sentences(question, [hit("n-1", "n", text)], weights(question))
+    assert "played as a forward" in picked[0][1] and picked[0][1].startswith("Iwan Wyn Roberts")
