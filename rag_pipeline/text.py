@@ -138,6 +138,25 @@ def search_tokens(text: str, *, drop_stopwords: bool = True, stemming: bool = Tr
     return tokens
 
 
+# A question's interrogative stands where the answer will be, so no answer sentence holds it.
+# English ones are EN_STOPWORDS (which, who, how); Chinese ones are phrases that jieba cuts into
+# parts which would then be asked of the answer ("哪一年" -> 一年, "哪两个部分" -> 两个, "几次", "谁").
+_ZH_INTERROGATIVE = re.compile(
+    r"哪[一二两三四五六七八九十几]?[个位种年天条篇些部章次家所样份届名号款类项本首句段页张里儿]?"
+    r"|几[次个年天位种条篇家岁号月日名本首届项步层遍回人]|谁"
+    r"|[这那]一?[篇位部本首份条项张页段句]"  # and the pointers at the document asked about ("这篇", "那位")
+)
+# Verbs that frame a question about a document, not its content: "幻灯片里说…", "提到了哪篇论文".
+QUESTION_FRAMING = frozenset("说 里 叫 提到 讲 问".split())
+
+
+def question_tokens(question: str) -> list[str]:
+    """search_tokens of a question without its interrogatives and framing verbs: the terms an
+    answer can hold. Documents are tokenized with search_tokens; these words are rare there."""
+    text = _ZH_INTERROGATIVE.sub(" ", fold_chinese(unicodedata.normalize("NFKC", question)))
+    return [t for t in search_tokens(text) if t not in QUESTION_FRAMING]
+
+
 def _latin_tokens(text: str, drop_stopwords: bool = True, stemming: bool = True) -> list[str]:
     """Words (stemmed) and codes: a code is kept whole, in its parts and joined up, unstemmed."""
     out: list[str] = []

@@ -1,4 +1,4 @@
-from rag_pipeline.text import approx_tokens, fingerprint, is_code_term, normalize, search_tokens, split_sentences, stem
+from rag_pipeline.text import approx_tokens, fingerprint, is_code_term, normalize, question_tokens, search_tokens, split_sentences, stem
 
 
 def test_search_tokens_segments_chinese_and_keeps_codes_whole_and_split():
@@ -72,3 +72,16 @@ def test_split_sentences_on_chinese_and_western_punctuation():
 def test_approx_tokens_counts_cjk_chars_and_words():
     assert approx_tokens("年假") == 2
     assert 2.5 < approx_tokens("annual leave") < 2.7
+
+
+def test_a_chinese_question_asks_no_answer_for_its_interrogatives():
+    """"哪一年" stands where the answer's year will be: jieba cuts it to 一年, which the answer
+    sentence ("1905年，…") does not hold. Interrogatives, pointers at the document and framing
+    verbs go, as English's "which"/"who" do; words that only look alike stay."""
+    assert set(question_tokens("幻灯片里说爱因斯坦是哪一年提出这个公式的？")) == {"幻灯", "幻灯片", "爱因斯坦", "因斯", "提出", "公式"}
+    assert set(question_tokens("ZeRO-Offload 分成哪两个部分？")) == {"zero-offload", "zerooffload", "zero", "offload", "分成", "部分"}
+    assert set(question_tokens("新華網這篇評論的記者是誰？")) == {"新华", "新华网", "评论", "记者"}
+    assert "斯坦利" in question_tokens("费城飞人队拿过几次斯坦利杯？") and not {"几", "几次"} & set(question_tokens("费城飞人队拿过几次斯坦利杯？"))
+    assert "几乎" in question_tokens("几乎所有员工都有年假吗？")  # 几 + a classifier only
+    assert "里昂" in question_tokens("在法国里昂留学的那位学生叫什么名字？")  # 里 goes only as a word of its own
+    assert question_tokens("Which class is the student in?") == search_tokens("Which class is the student in?")

@@ -10,7 +10,7 @@ import numpy as np
 
 from rag_pipeline.store.ann import EXACT
 from rag_pipeline.store.schema import SEARCH_TEXT_COLUMN
-from rag_pipeline.text import is_chinese, search_tokens
+from rag_pipeline.text import is_chinese, question_tokens, search_tokens
 
 RESULT_COLUMNS = ["chunk_id", "doc_id", "source", "title", "page", "heading_path", "text", "language", SEARCH_TEXT_COLUMN]
 
@@ -42,7 +42,7 @@ def _nearest(table, query_vector: np.ndarray, where: str, limit: int, ann: dict 
 
 def keyword_arm(table, query: str, where: str, limit: int) -> list[dict]:
     """BM25 over the pre-tokenized column, with the query tokenized the same way."""
-    return terms_arm(table, search_tokens(query), where, limit)
+    return terms_arm(table, question_tokens(query), where, limit)
 
 
 def terms_arm(table, tokens: list[str], where: str, limit: int) -> list[dict]:
@@ -75,7 +75,7 @@ def idf_weights(terms: set[str], doc_freq: dict[str, int], n_docs: int) -> dict[
 @lru_cache(maxsize=256)
 def query_terms(query: str) -> frozenset[str]:
     """The query's search terms, tokenized once: coverage is computed for up to 100 hits per query."""
-    return frozenset(search_tokens(query))
+    return frozenset(question_tokens(query))
 
 
 @lru_cache(maxsize=256)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rag_pipeline.config import default_model_cache_dir
 from rag_pipeline.ingest.language import detect_language
-from rag_pipeline.text import ANALYZER_VERSION, is_chinese, is_code_term, search_tokens, word_frequencies
+from rag_pipeline.text import ANALYZER_VERSION, is_chinese, is_code_term, question_tokens, search_tokens, word_frequencies
 
 MAX_SENSES = 2  # Chinese → English: the first senses of a headword are its common ones
 MAX_REVERSE_SENSES = 8  # English → Chinese: any sense may name the word; frequency picks the rendering
@@ -160,7 +160,7 @@ def translate_query(query: str) -> Translation | None:
 
 def _zh_to_en(query: str) -> Translation | None:
     zh_en, _ = _dictionary()
-    tokens = search_tokens(query)
+    tokens = question_tokens(query)
     groups: list[frozenset[str]] = []
     sources: list[frozenset[str]] = []
     covered: list[str] = []
@@ -182,7 +182,7 @@ def _zh_to_en(query: str) -> Translation | None:
 
 def _en_to_zh(query: str) -> Translation | None:
     _, en_zh = _dictionary()
-    tokens = search_tokens(query)
+    tokens = question_tokens(query)
     groups: list[frozenset[str]] = []
     sources: list[frozenset[str]] = []
     i = 0
