@@ -119,7 +119,8 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
     )
 
 
-_UNIT_END = re.compile(r"(?<=[。！？!?])|(?<=[.])(?=\s)")
+# a full stop ends a sentence unless it ends an initial ("Mukesh D. Ambani", "F.C.", "U.S.")
+_UNIT_END = re.compile(r"(?<=[。！？!?])|(?<=[.])(?<!\b[A-Z]\.)(?=\s)")
 _CELL_SPLIT = re.compile(r"\s*[;；|\t]\s*")
 _LABELLED_CELL = re.compile(r"^[^:：]{1,40}[:：]\s*\S")
 _WRAPPED_END = re.compile(r"[A-Za-z0-9,\-)\]]$")  # a prose line cut by a hard wrap ends inside a clause

@@ -197,3 +197,10 @@ def test_hard_wrapped_prose_is_quoted_as_whole_sentences_and_short_lines_stay_ap
     question = "Which position did Iwan Roberts play?"
     picked = select_sentences(question, [hit("n-1", "n", text)], weights(question))
     assert "played as a forward" in picked[0][1] and picked[0][1].startswith("Iwan Wyn Roberts")
+
+
+def test_an_initial_does_not_end_the_quoted_sentence():
+    """Reliance's annual report names its chairman "Mukesh D. Ambani": cut at "D." the quote
+    kept "Ambani Chairman & Managing Director" and lost the first name."""
+    units = answer_units("Mukesh D. Ambani is Chairman & Managing Director. He joined in 1981. Norwich City F.C. Hall of Fame.")
+    assert units == ["Mukesh D. Ambani is Chairman & Managing Director.", "He joined in 1981.", "Norwich City F.C. Hall of Fame."]
