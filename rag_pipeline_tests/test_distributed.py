@@ -1,7 +1,8 @@
 """index_job on a real one-machine cluster (scripts/cluster.sh): PostgreSQL instance storage, a
-Redis broker and two Celery workers. The steps run in the workers, the shards in runs of their
-own side by side, the runs are recorded in Postgres, the served index equals the in-process one,
-and a Postgres restart mid-run loses nothing."""
+Redis broker and two Celery workers. The steps run in the workers, the shards (2 here) in runs of
+their own side by side, the runs are recorded in Postgres, the served index equals the in-process
+one built with the default 4 shards, a re-run runs only the shards whose files changed, and a
+Postgres restart mid-run loses nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import numpy as np
 import pytest
 
 from rag_pipeline.cluster.env import read_cluster_env
+from rag_pipeline.defs.shards import shard_keys, shard_of
+from rag_pipeline.ingest.scan import doc_id_for
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 from rag_pipeline_tests.indexing import assert_consistent, run_index
@@ -27,8 +30,8 @@ pytestmark = [pytest.mark.distributed, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     where = tmp_path_factory.mktemp("cluster")
-    up = subprocess.run(["bash", "scripts/cluster.sh", "up", "--dir", str(where), "--workers", "2"],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
+    up = subprocess.run(["bash", "scripts/cluster.sh", "up", "--dir", str(where), "--workers", "2"],  # RAG_SHARDS=2: not the in-process default
+                        cwd=REPO, env={**os.environ, "RAG_SHARDS": "2"}, capture_output=True, text=True, timeout=600)
     try:
         assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-3000:]
         yield where, {**os.environ, **read_cluster_env(where)}
@@ -104,6 +107,18 @@ def test_index_job_on_two_celery_workers_serves_the_in_process_index(cluster, tm
     assert len(again["shards_up_to_date"]) == len(shard_runs)
     assert json.loads((tmp_path / "celery_lake" / "index_manifest.json").read_text())["generation"] == generation
     assert theirs.published_arrow(s.CHUNKS).column("chunk_id").to_pylist() == a.column("chunk_id").to_pylist()
+
+    # one file changes: only its shard runs again, the other's staged outputs are up to date
+    changed = sorted(raw.rglob("*.md"))[0]
+    changed.write_text(changed.read_text(encoding="utf-8") + "\n\nAmber widgets are stored in hall 9.\n", encoding="utf-8")
+    edited = _cluster_index(where, env, raw, tmp_path / "celery_lake")
+    assert edited["success"], edited
+    shard = shard_of(doc_id_for(changed.relative_to(raw).as_posix()), shard_keys(2))
+    assert [(r["phase"], r["shard"]) for r in edited["runs"]] == [("scan", None), ("shard", shard), ("publish", None)]
+    assert edited["shards_up_to_date"] == [k for k in shard_keys(2) if k != shard]
+    assert (edited["updated"], edited["parsed_now"], edited["new_generation"]) == (1, 1, True)
+    assert any("Amber widgets are stored in hall 9." in t for t in Lake(tmp_path / "celery_lake").published_arrow(s.CHUNKS).column("text").to_pylist())
+    assert_consistent(tmp_path / "celery_lake")
 
 
 
