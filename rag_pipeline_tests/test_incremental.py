@@ -15,6 +15,8 @@ from rag_pipeline_tests.indexing import run_index
 
 pytestmark = pytest.mark.slow
 HANDBOOK = "handbook/employee_handbook_en.md"
+# Runs whose test is not about quality pass golden_file="none": the golden eval (232 questions,
+# ~12 s a run) is tested by the first two tests here and by test_eval.py.
 
 
 def _documents(lake):
@@ -67,7 +69,7 @@ def test_paragraph_inserted_at_the_top_embeds_only_new_chunks(work):
         text[:first_heading_end] + "\nThis handbook was reviewed by the works council in 2026.\n" + text[first_heading_end:],
         encoding="utf-8",
     )
-    report = run_index(work / "raw", work / "lake")
+    report = run_index(work / "raw", work / "lake", golden_file="none")
     assert report["parsed_documents"]["parsed_now"] == 1
     assert chunks_before >= 4
     assert 1 <= report["embeddings"]["embedded"] <= 2  # the chunk holding the new paragraph, not the shifted rest
@@ -78,7 +80,7 @@ def test_paragraph_inserted_at_the_top_embeds_only_new_chunks(work):
 def test_renamed_file_embeds_nothing(work):
     (work / "raw" / "handbook" / "faq.txt").write_bytes((work / "raw" / "handbook" / "notes.txt").read_bytes())
     (work / "raw" / "handbook" / "notes.txt").unlink()
-    report = run_index(work / "raw", work / "lake")
+    report = run_index(work / "raw", work / "lake", golden_file="none")
     assert report["embeddings"]["embedded"] == 0
     assert report["parsed_documents"]["parsed_now"] == 0  # same bytes: the parse cache answers
     assert (report["lancedb_index"]["added"], report["lancedb_index"]["deleted"]) == (1, 1)
@@ -91,7 +93,7 @@ def test_withdrawal_is_metadata_only_and_hides_the_document_in_every_mode(work):
     assert HANDBOOK in {h.source for h in before}
     sidecar = work / "raw" / (HANDBOOK + ".meta.json")
     sidecar.write_text(sidecar.read_text(encoding="utf-8").replace('"published"', '"withdrawn"'), encoding="utf-8")
-    report = run_index(work / "raw", work / "lake")
+    report = run_index(work / "raw", work / "lake", golden_file="none")
     assert report["embeddings"]["embedded"] == 0 and report["parsed_documents"]["parsed_now"] == 0
     assert report["lancedb_index"]["updated"] == 1
     index = RagIndex.open(work / "lake")
@@ -110,20 +112,20 @@ def test_a_sidecar_only_change_stages_a_new_generation_from_cached_chunks(work):
         sidecar.read_text(encoding="utf-8").replace("hr@northwind-robotics.example", "people@northwind-robotics.example").replace('"all-staff"', '"hr-team"'),
         encoding="utf-8",
     )
-    report = run_index(work / "raw", work / "lake")
+    report = run_index(work / "raw", work / "lake", golden_file="none")
     assert report["success"] and report["lancedb_index"]["new_generation"] is True
     assert (report["parsed_documents"]["parsed_now"], report["chunks"]["rechunked"], report["embeddings"]["embedded"]) == (0, 0, 0)
     assert report["lancedb_index"]["updated"] == 1 and lake.read_manifest()["generation"] == served + 1
     rows = [r for r in lake.published_arrow(s.CHUNKS, columns=["source", "owner", "access_groups"]).to_pylist() if r["source"] == HANDBOOK]
     assert rows and all(r["owner"] == "people@northwind-robotics.example" and r["access_groups"] == ["hr-team"] for r in rows)
-    again = run_index(work / "raw", work / "lake")
+    again = run_index(work / "raw", work / "lake", golden_file="none")
     assert again["lancedb_index"]["new_generation"] is False and lake.read_manifest()["generation"] == served + 1
 
 
 def test_other_chunk_settings_rechunk_every_document(work, monkeypatch):
     before = Lake(work / "lake").published_arrow(s.CHUNKS, columns=["chunk_id"]).column("chunk_id").to_pylist()
     monkeypatch.setenv("RAG_CHUNK_MAX_TOKENS", "120")
-    report = run_index(work / "raw", work / "lake")
+    report = run_index(work / "raw", work / "lake", golden_file="none")
     assert report["success"] and report["chunks"]["rechunked"] == 13 and report["chunks"]["reused_from_chunk_cache"] == 0
     assert report["lancedb_index"]["new_generation"] is True
     assert report["chunks"]["chunks"] > len(before)  # smaller chunks, more of them
@@ -131,7 +133,7 @@ def test_other_chunk_settings_rechunk_every_document(work, monkeypatch):
 
 def test_deleted_file_leaves_the_index(work):
     (work / "raw" / "handbook" / "notes.txt").unlink()
-    report = run_index(work / "raw", work / "lake")
+    report = run_index(work / "raw", work / "lake", golden_file="none")
     assert report["success"] and report["lancedb_index"]["deleted"] == 1
     chunks = Lake(work / "lake").published_arrow(s.CHUNKS).column("source").to_pylist()
     assert "handbook/notes.txt" not in chunks
@@ -142,19 +144,19 @@ def test_a_scan_that_sees_too_few_files_deletes_nothing(work):
     shutil.rmtree(work / "raw" / "products")
     shutil.rmtree(work / "raw" / "handbook")
     shutil.rmtree(work / "raw" / "it")
-    report = run_index(work / "raw", work / "lake")
+    report = run_index(work / "raw", work / "lake", golden_file="none")
     assert not report["success"] and report["checks"]["scan_is_not_truncated"] is False
     assert "lancedb_index" not in report  # the blocking check stopped everything downstream
     assert Lake(work / "lake").read_manifest()["generation"] == served["generation"]
     assert RagIndex.open(work / "lake").search("E-45", k=3)[0].source == "products/x2000_datasheet.pdf"
-    allowed = run_index(work / "raw", work / "lake", allow_mass_deletion=True)
+    allowed = run_index(work / "raw", work / "lake", golden_file="none", allow_mass_deletion=True)
     assert allowed["success"] and allowed["lancedb_index"]["deleted"] == 10  # 4 products + 4 handbook + 2 it
 
 
 def test_promote_and_rollback_switch_what_queries_read(work):
     lake = Lake(work / "lake")
     (work / "raw" / "products" / "x2000_datasheet.pdf").unlink()
-    run_index(work / "raw", work / "lake")
+    run_index(work / "raw", work / "lake", golden_file="none")
     new, old = lake.read_manifest()["generation"], lake.list_generations()[0]["generation"]
     assert new == old + 1
 

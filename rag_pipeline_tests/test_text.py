@@ -84,4 +84,5 @@ def test_a_chinese_question_asks_no_answer_for_its_interrogatives():
     assert "斯坦利" in question_tokens("费城飞人队拿过几次斯坦利杯？") and not {"几", "几次"} & set(question_tokens("费城飞人队拿过几次斯坦利杯？"))
     assert "几乎" in question_tokens("几乎所有员工都有年假吗？")  # 几 + a classifier only
     assert "里昂" in question_tokens("在法国里昂留学的那位学生叫什么名字？")  # 里 goes only as a word of its own
+    assert "部分" in question_tokens("这部分内容是什么？") and set(question_tokens("这部电影的导演是谁？")) == {"电影", "导演"}
     assert question_tokens("Which class is the student in?") == search_tokens("Which class is the student in?")
