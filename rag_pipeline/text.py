@@ -140,10 +140,12 @@ def search_tokens(text: str, *, drop_stopwords: bool = True, stemming: bool = Tr
 
 # A question's interrogative stands where the answer will be, so no answer sentence holds it.
 # English ones are EN_STOPWORDS (which, who, how); Chinese ones are phrases that jieba cuts into
-# parts which would then be asked of the answer ("哪一年" -> 一年, "哪两个部分" -> 两个, "几次", "谁").
+# parts which would then be asked of the answer ("哪一年" -> 一年, "哪两个部分" -> 两个, "几次", "谁",
+# "多长时间" -> 时间, 长时间).
 _ZH_INTERROGATIVE = re.compile(
     r"哪[一二两三四五六七八九十几]?(?:[个位种年天条篇些部章次家所样份届名号款类项本首句段页张里儿](?!分))?"
     r"|几[次个年天位种条篇家岁号月日名本首届项步层遍回人]|谁"
+    r"|多长时间|多少时间|什么时候|多长|多久|何时"  # jieba keeps 时间, 长时间, 时候 of these
     r"|[这那]一?[篇位部本首份条项张页段句](?!分)"  # and the pointers at the document asked about ("这篇", "那位"; not 这部分)
 )
 # Verbs that frame a question about a document, not its content: "幻灯片里说…", "提到了哪篇论文".

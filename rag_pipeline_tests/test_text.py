@@ -83,6 +83,8 @@ def test_a_chinese_question_asks_no_answer_for_its_interrogatives():
     assert set(question_tokens("新華網這篇評論的記者是誰？")) == {"新华", "新华网", "评论", "记者"}
     assert "斯坦利" in question_tokens("费城飞人队拿过几次斯坦利杯？") and not {"几", "几次"} & set(question_tokens("费城飞人队拿过几次斯坦利杯？"))
     assert "几乎" in question_tokens("几乎所有员工都有年假吗？")  # 几 + a classifier only
+    assert question_tokens("P1 级故障要求多长时间内响应？") == ["p1", "级", "故障", "要求", "内", "响应"]  # not 时间, 长时间
+    assert "长时间" in question_tokens("长时间工作有补贴吗？")  # a word, not a question
     assert "里昂" in question_tokens("在法国里昂留学的那位学生叫什么名字？")  # 里 goes only as a word of its own
     assert "部分" in question_tokens("这部分内容是什么？") and set(question_tokens("这部电影的导演是谁？")) == {"电影", "导演"}
     assert question_tokens("Which class is the student in?") == search_tokens("Which class is the student in?")

@@ -51,8 +51,8 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (2.0762, 2.9268, 0.1124, 0.3932, 0.4772, 0.2541, 1.2156)
-    intercept: float = -3.2839
+    weights: tuple[float, ...] = (2.0849, 2.8712, 0.114, 0.3909, 0.4697, 0.2542, 1.2173)
+    intercept: float = -3.2792
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
 
