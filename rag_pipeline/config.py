@@ -98,6 +98,19 @@ def shard_runs() -> int:
     return count
 
 
+def celery_visibility_timeout_s() -> float:
+    """RAG_CELERY_VISIBILITY_TIMEOUT_S: seconds before the broker hands out again the task of a
+    worker that vanished without a word (default 3600); it must exceed the longest step."""
+    raw = env_str("RAG_CELERY_VISIBILITY_TIMEOUT_S").strip()
+    try:
+        seconds = float(raw) if raw else 3600.0
+    except ValueError:
+        raise ValueError(f"RAG_CELERY_VISIBILITY_TIMEOUT_S must be a number of seconds, got {raw!r}") from None
+    if seconds <= 0:
+        raise ValueError(f"RAG_CELERY_VISIBILITY_TIMEOUT_S must be positive, got {raw!r}")
+    return seconds
+
+
 SERVE_WORKER_OPTIONS = "RAG_SERVE_WORKER_OPTIONS"  # set by `rag serve --processes N` for its worker processes
 
 
@@ -219,7 +232,11 @@ class Settings:
     max_deletion_fraction: float = 0.5  # a scan missing more than this share of known files stops the run
     allow_mass_deletion: bool = False
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
-    embed_batch_size: int = 32
+    # Where and how many at a time passages are embedded (RAG_EMBEDDING_DEVICE: cpu, cuda, cuda:N,
+    # or auto = cuda when torch sees one; RAG_EMBED_BATCH_SIZE). Machine-local like parse_workers:
+    # a GPU worker and a CPU worker of one cluster each keep their own (never in a run's config).
+    embedding_device: str = field(default_factory=lambda: os.environ.get("RAG_EMBEDDING_DEVICE") or "cpu")
+    embed_batch_size: int = field(default_factory=lambda: int(os.environ.get("RAG_EMBED_BATCH_SIZE") or 32))
     # The golden question set run on every staged generation (RAG_GOLDEN_FILE; "none" turns it off),
     # and how far a metric may fall below the served generation's before promotion is blocked.
     golden_file: Path | None = field(default_factory=default_golden_file)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -122,6 +123,45 @@ def test_index_job_on_two_celery_workers_serves_the_in_process_index(cluster, tm
 
 
 
+def test_a_worker_process_killed_mid_embedding_hands_its_step_on(cluster, tmp_path):
+    """SIGKILL (as the OOM killer would send) to the process running an `embeddings` step: the
+    worker's supervisor reports the lost task, the broker delivers it again, the step runs anew
+    and the run completes with every file indexed once."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    where, env = cluster
+    raw, lake = _raw(tmp_path), tmp_path / "lake"
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"]))
+    known = {r.run_id for r in instance.get_runs()}
+    run = subprocess.Popen(
+        ["bash", "scripts/cluster.sh", "index", "--dir", str(where), "--raw", str(raw), "--lake", str(lake), "--json"],
+        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    killed = None
+    while killed is None and run.poll() is None:
+        for shard_run in instance.get_runs(dg.RunsFilter(tags={"rag/phase": "shard"})):
+            if shard_run.run_id in known:
+                continue
+            started = instance.all_logs(shard_run.run_id, of_type=dg.DagsterEventType.STEP_START)
+            embedding = [e for e in started if e.step_key == "embeddings"]
+            if embedding:
+                killed = (shard_run.run_id, embedding[0].dagster_event.pid)
+                os.kill(killed[1], signal.SIGKILL)
+                break
+        time.sleep(0.1)
+    out, err = run.communicate(timeout=900)
+    assert killed, "the run ended before an embedding step was seen: nothing was killed"
+    summary = json.loads(out)
+    assert summary["success"], err[-3000:]
+    restarts = [e for e in instance.all_logs(killed[0], of_type=dg.DagsterEventType.STEP_START) if e.step_key == "embeddings"]
+    assert len(restarts) == 2 and restarts[1].dagster_event.pid != killed[1]  # the step ran again, in another process
+    instance.dispose()
+    manifest = assert_consistent(lake)
+    assert manifest["counts"]["documents"] == summary["documents"] == 6
+    assert summary["checks"]["every_file_accounted_for"] == "passed"
+
+
 def test_postgres_restarted_during_a_cluster_run_loses_nothing(cluster, tmp_path):
     """The instance's database goes away for a moment while the steps run: the run either
     completes (dagster-postgres retries its connections) or fails with a message, and what the
@@ -148,6 +188,57 @@ def test_postgres_restarted_during_a_cluster_run_loses_nothing(cluster, tmp_path
     assert summary["checks"]["every_file_accounted_for"] == "passed"
 
 
+def test_runs_launched_onto_the_queue_run_one_at_a_time_on_the_workers(cluster, tmp_path):
+    """Two index runs submitted to the instance (as the UI, a schedule or `dagster job launch`
+    do) on two lakes: the cluster's daemon starts one while the other waits in the queue
+    (max_concurrent_runs: 1), both run their steps on the Celery workers, and each lake serves
+    its own folder only."""
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    from rag_pipeline.cluster.jobs import run_config_for
+    from rag_pipeline.config import Settings
+
+    where, env = cluster
+    folders = {"it": tmp_path / "raw_it", "finance": tmp_path / "raw_finance"}
+    for part, raw in folders.items():
+        shutil.copytree(REPO / "data" / "sample" / part, raw / part)
+    tag = f"queued-{tmp_path.name}"
+    launches = []
+    for part, raw in folders.items():
+        config = tmp_path / f"{part}.json"
+        settings = Settings(raw_dir=raw, lake_dir=tmp_path / f"lake_{part}", golden_file=None)
+        config.write_text(json.dumps(run_config_for(settings)), encoding="utf-8")
+        launches.append(subprocess.Popen(
+            [str(REPO / ".venv" / "bin" / "dagster"), "job", "launch", "-w", "workspace.yaml", "-j", "index_job",
+             "-c", str(config), "--tags", json.dumps({"rag/test": tag})],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        ))
+    for launch in launches:
+        assert launch.wait(timeout=180) == 0, launch.stdout.read()[-3000:]
+
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"]))
+    seen, deadline = set(), time.monotonic() + 600
+    while time.monotonic() < deadline:
+        records = instance.get_run_records(dg.RunsFilter(tags={"rag/test": tag}))
+        statuses = tuple(sorted(r.dagster_run.status.value for r in records))
+        seen.add(statuses)
+        if len(records) == 2 and all(r.dagster_run.is_finished for r in records):
+            break
+        time.sleep(0.5)
+    assert [r.dagster_run.status.value for r in records] == ["SUCCESS", "SUCCESS"], seen
+    assert ("QUEUED", "STARTED") in seen, seen  # one ran while the other waited in the queue
+    first, second = sorted(records, key=lambda r: r.start_time)
+    assert second.start_time >= first.end_time  # never at once
+    engine = [e.message for e in instance.all_logs(first.dagster_run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)]
+    assert any("in celery worker" in m for m in engine)  # its steps ran on the workers
+    instance.dispose()
+    for part, raw in folders.items():
+        served = Lake(tmp_path / f"lake_{part}").published_arrow(s.DOCUMENTS).column("source").to_pylist()
+        assert served and sorted(served) == sorted(p.relative_to(raw).as_posix() for p in raw.rglob("*")
+                                                   if p.is_file() and not p.name.endswith(".meta.json"))
+
+
 def test_the_executor_and_the_run_settings_come_from_configuration(monkeypatch, tmp_path):
     from rag_pipeline.cluster.executors import executor_kind, index_executor
     from rag_pipeline.cluster.jobs import run_config_for
@@ -161,8 +252,10 @@ def test_the_executor_and_the_run_settings_come_from_configuration(monkeypatch, 
     assert executor_kind() == "in_process"
     monkeypatch.setenv("RAG_EXECUTOR", "celery")
     assert index_executor().name == "celery"
-    monkeypatch.setenv("RAG_EXECUTOR", "kubernetes")
-    with pytest.raises(ValueError, match="RAG_EXECUTOR must be one of in_process, multiprocess, celery"):
+    monkeypatch.setenv("RAG_EXECUTOR", "K8s")
+    assert index_executor().name == "k8s"
+    monkeypatch.setenv("RAG_EXECUTOR", "dask")
+    with pytest.raises(ValueError, match="RAG_EXECUTOR must be one of in_process, multiprocess, celery, k8s"):
         executor_kind()
     config = run_config_for(Settings(raw_dir=tmp_path / "raw", lake_dir=tmp_path / "lake", golden_file=None, lock_wait_s=600.0))
     rag = config["resources"]["rag"]["config"]

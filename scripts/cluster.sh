@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A one-machine cluster for index_job: PostgreSQL (Dagster's run, event-log and schedule storage),
-# Redis (the Celery broker) and N Celery workers, all on 127.0.0.1, ports chosen free, data under
+# Redis (the Celery broker), N Celery workers and the Dagster daemon (run queue, schedules, sensors), all on 127.0.0.1, ports chosen free, data under
 # one folder. The production shape on one box; on several hosts the same pieces point at shared
 # servers (README, "Running on a cluster").
 #
@@ -10,8 +10,9 @@
 #   bash scripts/cluster.sh restart-postgres                         # fault drill: stop and start the database
 #   bash scripts/cluster.sh down [--dir data/cluster]                # stop everything it started
 #
-# Each worker runs one step at a time in its own main process (`--pool solo`): a step starts
-# its own parse processes, which a prefork pool's daemonic children may not.
+# Each worker runs one step at a time in a pool process its main process supervises (`--pool
+# prefork --concurrency 1`): a step process killed mid-step (OOM) is reported as lost and its
+# task delivered again at once, to whichever worker is free (rag_pipeline/cluster/celery_app.py).
 # Debian packages (postgresql, redis-server) are installed if missing. As root, PostgreSQL runs
 # as the `postgres` user (it refuses root); its data folder is made theirs.
 set -euo pipefail
@@ -88,9 +89,14 @@ ENV
   source "$dir/cluster.env"
   for i in $(seq 1 "$workers"); do
     "$ROOT/.venv/bin/celery" -A rag_pipeline.cluster.celery_app worker -Q "dagster,${RAG_EMBED_QUEUE:-embeddings}" \
-      --pool solo -n "rag$i@%h" --pidfile "$dir/run/worker$i.pid" --logfile "$dir/logs/worker$i.log" \
+      --pool prefork --concurrency 1 -n "rag$i@%h" --pidfile "$dir/run/worker$i.pid" --logfile "$dir/logs/worker$i.log" \
       --loglevel INFO --detach
   done
+  # the daemon takes queued runs (UI, `dagster job launch`, schedules, sensors) off the queue,
+  # one index run at a time (deploy/cluster/dagster.yaml), and launches them with this environment
+  (cd "$dir/dagster_home" && exec "$ROOT/.venv/bin/dagster-daemon" run -w "$ROOT/workspace.yaml") \
+    > "$dir/logs/daemon.log" 2>&1 < /dev/null &
+  echo $! > "$dir/run/daemon.pid"
   "$PY" -m rag_pipeline.cluster.wait --workers "$workers" --timeout 120
   echo "==> up: $workers workers. source $dir/cluster.env"
 }
@@ -103,6 +109,11 @@ down() {
   done
   for _ in $(seq 1 100); do ls "$dir"/run/worker*.pid >/dev/null 2>&1 || break; sleep 0.2; done
   for pidfile in "$dir"/run/worker*.pid; do [ -f "$pidfile" ] && kill -KILL "$(cat "$pidfile")" 2>/dev/null; rm -f "$pidfile"; done
+  if [ -f "$dir/run/daemon.pid" ]; then
+    kill -TERM "$(cat "$dir/run/daemon.pid")" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$(cat "$dir/run/daemon.pid")" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$(cat "$dir/run/daemon.pid")" 2>/dev/null || true; rm -f "$dir/run/daemon.pid"
+  fi
   [ -f "$dir/run/redis.pid" ] && kill -TERM "$(cat "$dir/run/redis.pid")" 2>/dev/null || true
   pgdata="$(pg_data)"
   [ -f "$pgdata/postmaster.pid" ] && as_pg "$bin/pg_ctl" -D "$pgdata" -m fast -w stop >/dev/null || true

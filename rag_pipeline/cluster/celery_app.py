@@ -9,10 +9,13 @@ Importing this module loads neither torch nor the model; a step that needs them 
 
 from __future__ import annotations
 
+import multiprocessing
+
+from celery.signals import worker_process_init
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_task
 
-from rag_pipeline.config import env_str
+from rag_pipeline.config import celery_visibility_timeout_s, env_str
 
 broker = env_str("RAG_CELERY_BROKER")
 if not broker:
@@ -21,4 +24,25 @@ app = make_app({"broker": broker, "backend": env_str("RAG_CELERY_BACKEND") or br
 app.conf.worker_prefetch_multiplier = 1  # a long step must not hold a second one back in its queue
 app.conf.task_acks_late = True  # a task whose worker dies is delivered again, not lost
 app.conf.task_reject_on_worker_lost = True
+# A whole worker lost (its host gone, its main process killed) has no supervisor left to report
+# it: the broker hands its task out again after the visibility timeout.
+app.conf.broker_transport_options = {"visibility_timeout": celery_visibility_timeout_s()}
 execute_plan = create_task(app)
+
+
+@worker_process_init.connect
+def _may_start_processes(**_: object) -> None:
+    """Let a pool process start the parse workers a step needs.
+
+    Workers run a prefork pool of one process (`scripts/cluster.sh`): the step runs in a child
+    the worker's main process supervises, so a child killed mid-step (the OOM killer picks the
+    process holding the model) is a `WorkerLostError` the supervisor turns into a redelivery
+    (`task_reject_on_worker_lost`), not a task lost until the broker's visibility timeout. Pool
+    children are marked daemonic, and Python refuses children to those; the parse pool reaps its
+    own workers (`ingest/pool.py`), so the flag only gets in the way. The key billiard gave
+    the child is billiard's type, which the standard library's forkserver cannot pass on.
+    """
+    me = multiprocessing.current_process()  # billiard's process object, in the standard library's seat
+    me._config["daemon"] = False
+    me._config["authkey"] = multiprocessing.process.AuthenticationString(bytes(me.authkey))
+

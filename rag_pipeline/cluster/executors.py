@@ -7,6 +7,9 @@
 - ``celery``: each step is a task on a Celery broker (``RAG_CELERY_BROKER``, results on
   ``RAG_CELERY_BACKEND``), run by whichever worker takes it; the embedding step goes to its own
   queue (``RAG_EMBED_QUEUE``, default ``embeddings``) so machines with GPUs can take only those.
+- ``k8s``: each step a Kubernetes Job (dagster-k8s), launched from the run's own pod with the
+  image, environment and volumes of the instance's K8sRunLauncher (``deploy/k8s/``); the
+  embedding step's pod asks for the resources in ``RAG_K8S_EMBED_RESOURCES`` (JSON, e.g. a GPU).
 
 Out of process, every step takes the writer lock for itself (and waits up to RAG_LOCK_WAIT_S for
 it), and stage outputs reach the next step through the lake's staging folder, which every worker
@@ -15,11 +18,13 @@ must see at the same path.
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 
 from rag_pipeline.config import env_str
 
-EXECUTORS = ("in_process", "multiprocess", "celery")
+EXECUTORS = ("in_process", "multiprocess", "celery", "k8s")
 
 
 def executor_kind() -> str:
@@ -39,6 +44,10 @@ def index_executor() -> dg.ExecutorDefinition:
         return dg.in_process_executor
     if kind == "multiprocess":
         return dg.multiprocess_executor
+    if kind == "k8s":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor
     import warnings
 
     from dagster_celery import celery_executor
@@ -53,6 +62,25 @@ def index_executor() -> dg.ExecutorDefinition:
     )
 
 
-def embedding_op_tags() -> dict[str, str]:
-    """The embedding step's Celery queue (ignored by the other executors)."""
-    return {"dagster-celery/queue": embed_queue()}
+def embed_pod_resources() -> dict:
+    """RAG_K8S_EMBED_RESOURCES: the embedding step pod's resource requests and limits as JSON,
+    e.g. {"limits": {"nvidia.com/gpu": "1"}}; default 2 CPUs and 4 GiB requested."""
+    raw = env_str("RAG_K8S_EMBED_RESOURCES").strip()
+    if not raw:
+        return {"requests": {"cpu": "2", "memory": "4Gi"}}
+    try:
+        resources = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"RAG_K8S_EMBED_RESOURCES must be JSON like {{\"limits\": {{\"nvidia.com/gpu\": \"1\"}}}}: {exc}") from None
+    if not isinstance(resources, dict) or not set(resources) <= {"requests", "limits"}:
+        raise ValueError(f"RAG_K8S_EMBED_RESOURCES must hold only requests and limits, got {raw!r}")
+    return resources
+
+
+def embedding_op_tags() -> dict[str, object]:
+    """Where the embedding step runs: its Celery queue, or its Kubernetes pod's resources (each
+    executor reads its own tag and ignores the other's)."""
+    return {
+        "dagster-celery/queue": embed_queue(),
+        "dagster-k8s/config": {"container_config": {"resources": embed_pod_resources()}},
+    }

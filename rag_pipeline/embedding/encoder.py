@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -142,8 +143,9 @@ PRECISIONS = ("fp32", "bf16", "int8", "int8-onnx")
 
 
 def encoder_for(settings) -> Encoder:
-    """The encoder a Settings object configures (model, cache folder, batch size, precision)."""
-    return load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size, settings.embedding_precision)
+    """The encoder a Settings object configures (model, cache folder, batch size, precision, device)."""
+    return load_encoder(settings.embedding_model, str(settings.model_cache_dir), settings.embed_batch_size,
+                        settings.embedding_precision, settings.embedding_device)
 
 
 def apply_precision(model, precision: str):
@@ -166,7 +168,7 @@ def apply_precision(model, precision: str):
 
 
 @lru_cache(maxsize=4)
-def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str = "fp32") -> Encoder:
+def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str = "fp32", device: str = "cpu") -> Encoder:
     """Load once per process; the model weights are the expensive part of a query.
 
     The built-in model at fp32 loads only its numpy query encoder here (no torch); its
@@ -178,8 +180,8 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
         if query_encoder is not None:
             if query_encoder.dimension != identity.dimension:
                 raise ModelLoadError(f"the embedding model {spec!r} has {query_encoder.dimension} dimensions, its identity says {identity.dimension}")
-            return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision), query_encoder=query_encoder)
-    model = _sentence_transformer(spec, path, precision)
+            return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device), query_encoder=query_encoder)
+    model = _sentence_transformer(spec, path, precision, device)
     identity = _identity_of_built(built) if built is not None else _identity_of_any(spec, model)
     identity = replace(identity, precision=precision)
     backend = _onnx_backend(path, Path(cache_dir), identity, model, batch_size) if precision == "int8-onnx" else None
@@ -210,13 +212,33 @@ def _query_encoder(spec: str, path: str):
         raise _load_error(spec, exc) from exc
 
 
-def _sentence_transformer(spec: str, path: str, precision: str):
+def torch_device(device: str) -> str:
+    """The torch device RAG_EMBEDDING_DEVICE names: cpu, cuda, cuda:N, or auto (cuda when torch sees one)."""
+    import torch
+
+    wanted = (device or "cpu").strip().lower()
+    if wanted == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if wanted == "cpu":
+        return "cpu"
+    if wanted == "cuda" or re.fullmatch(r"cuda:\d+", wanted):
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"RAG_EMBEDDING_DEVICE={device} but torch sees no CUDA device (the CPU build of torch, "
+                                 "or no GPU on this machine): use cpu or auto")
+        return wanted
+    raise ModelLoadError(f"RAG_EMBEDDING_DEVICE must be cpu, cuda, cuda:N or auto, got {device!r}")
+
+
+def _sentence_transformer(spec: str, path: str, precision: str, device: str = "cpu"):
     import torch
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(compute_threads())
+    where = torch_device(device)
+    if where != "cpu" and precision not in ("fp32", "bf16"):
+        raise ModelLoadError(f"embedding precision {precision!r} runs on the CPU only; on {where} use fp32 or bf16")
     try:
-        model = SentenceTransformer(path, device="cpu", local_files_only=hub_offline())
+        model = SentenceTransformer(path, device=where, local_files_only=hub_offline())
     except (OSError, ValueError) as exc:
         raise _load_error(spec, exc) from exc
     return apply_precision(model, precision)
