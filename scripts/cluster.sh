@@ -8,6 +8,7 @@
 #   source data/cluster/cluster.env                                  # RAG_EXECUTOR=celery, DAGSTER_HOME, broker
 #   bash scripts/cluster.sh index --raw data/sample --lake data/lake # = rag index with cluster.env: steps on the workers
 #   bash scripts/cluster.sh restart-postgres                         # fault drill: stop and start the database
+#   bash scripts/cluster.sh restart-redis                            # fault drill: stop and start the broker
 #   bash scripts/cluster.sh down [--dir data/cluster]                # stop everything it started
 #
 # Each worker runs one step at a time in a pool process its main process supervises (`--pool
@@ -57,6 +58,15 @@ start_postgres() {  # port
     -o "-p $1 -k $(pg_data) -c listen_addresses=127.0.0.1" start >/dev/null
 }
 
+# The broker's queues and results survive a restart (append-only file, fsync every second): a
+# task queued or a result not yet read is not lost with the process.
+start_redis() {  # port
+  redis-server --port "$1" --bind 127.0.0.1 --dir "$dir/run" --daemonize yes \
+    --pidfile "$dir/run/redis.pid" --logfile "$dir/logs/redis.log" --save "" --appendonly yes --appendfsync everysec
+  for _ in $(seq 1 50); do redis-cli -p "$1" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "redis did not start on port $1 (see $dir/logs/redis.log)" >&2; return 1
+}
+
 up() {
   [ -f "$dir/cluster.env" ] && { echo "cluster already up in $dir (bash scripts/cluster.sh down --dir $dir)" >&2; exit 1; }
   install_servers
@@ -70,8 +80,7 @@ up() {
   start_postgres "$pg_port"
   as_pg "$bin/createdb" -h 127.0.0.1 -p "$pg_port" -U dagster dagster 2>/dev/null || true
   echo "==> redis on 127.0.0.1:$redis_port"
-  redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$dir/run" --daemonize yes \
-    --pidfile "$dir/run/redis.pid" --logfile "$dir/logs/redis.log" --save "" --appendonly no
+  start_redis "$redis_port"
   sed -e "s/@PG_PORT@/$pg_port/" "$ROOT/deploy/cluster/dagster.yaml" > "$dir/dagster_home/dagster.yaml"
   # one plain `export NAME="value"` a line: the shell sources it, rag_pipeline.cluster.env reads it.
   # RAG_SHARDS is part of the code location: the submitter and every worker must agree on it.
@@ -131,9 +140,16 @@ case "$cmd" in
     as_pg "$(pg_bin)/pg_ctl" -D "$(pg_data)" -m fast -w stop >/dev/null
     start_postgres "$RAG_CLUSTER_PG_PORT"
     echo "==> postgres restarted" ;;
+  restart-redis)  # a fault drill: the broker goes away and comes back with what it had written
+    # shellcheck disable=SC1091
+    source "$dir/cluster.env"
+    redis-cli -p "$RAG_CLUSTER_REDIS_PORT" shutdown >/dev/null 2>&1 || true
+    for _ in $(seq 1 50); do [ -f "$dir/run/redis.pid" ] || break; sleep 0.1; done
+    start_redis "$RAG_CLUSTER_REDIS_PORT"
+    echo "==> redis restarted" ;;
   index)
     # shellcheck disable=SC1091
     source "$dir/cluster.env"
     exec "$ROOT/.venv/bin/rag" index "${rest[@]}" ;;
-  *) echo "usage: bash scripts/cluster.sh up|down|index|restart-postgres [--dir DIR] [--workers N] [index: rag index's options]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/cluster.sh up|down|index|restart-postgres|restart-redis [--dir DIR] [--workers N] [index: rag index's options]" >&2; exit 2 ;;
 esac
