@@ -185,14 +185,15 @@ def _unwrapped(lines: list[str]) -> list[str]:
     clause and either it goes on in lower case or the line above is as long as a wrapped line;
     short lines (headings, list items, infobox fields) and table rows stay apart."""
     out: list[str] = []
-    previous = ""
+    previous, previous_is_row = "", True
     for line in lines:
+        is_row = _is_table_line(line)
         continues = _CONTINUATION.match(line) or (len(previous) >= _WRAP_WIDTH and line[:1].isalnum())
-        if out and continues and _WRAPPED_END.search(previous) and not _is_table_line(previous) and not _is_table_line(line):
+        if out and continues and _WRAPPED_END.search(previous) and not previous_is_row and not is_row:
             out[-1] = f"{out[-1]} {line}"
         else:
             out.append(line)
-        previous = line
+        previous, previous_is_row = line, is_row
     return out
 
 

@@ -41,7 +41,8 @@ def _nearest(table, query_vector: np.ndarray, where: str, limit: int, ann: dict 
 
 
 def keyword_arm(table, query: str, where: str, limit: int) -> list[dict]:
-    """BM25 over the pre-tokenized column, with the query tokenized the same way."""
+    """BM25 over the pre-tokenized column, with the query tokenized the same way as a question
+    (text.question_tokens: its interrogatives and framing words are not searched for)."""
     return terms_arm(table, question_tokens(query), where, limit)
 
 
