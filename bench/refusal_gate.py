@@ -89,15 +89,26 @@ def load_benchmark() -> list[dict]:
     return samples
 
 
+def _evidence_fingerprint(lake: Path) -> str:
+    """What a golden question's recorded evidence depends on: the lake's served generation and
+    the query code (rag_pipeline/query, text.py)."""
+    digest = hashlib.sha256(str(lake.resolve()).encode())
+    digest.update((lake / "index_manifest.json").read_bytes() if (lake / "index_manifest.json").exists() else b"")
+    for source in sorted([*(REPO / "rag_pipeline" / "query").glob("*.py"), REPO / "rag_pipeline" / "text.py"]):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def collect_golden(golden: Path, lake: Path) -> list[dict]:
     """Per question: the golden judgement of an always-composed answer, and its evidence.
 
-    Cached per (lake, question) so a grown golden file only runs its new questions; delete
-    bench/results/answerability/golden_*.json after re-indexing the lake.
+    Cached per (lake and its served generation, the code that answers, question), so a grown
+    golden file only runs its new questions, and a re-indexed lake or a changed answering path
+    records afresh (a cache keyed by the lake's path alone once replayed the old code's evidence).
     """
     from rag_pipeline.query import RagIndex
 
-    cache_path = OUT / f"golden_{golden.stem}_{hashlib.sha256(str(lake.resolve()).encode()).hexdigest()[:12]}.json"
+    cache_path = OUT / f"golden_{golden.stem}_{_evidence_fingerprint(lake)}.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     index = None
     rows = []
