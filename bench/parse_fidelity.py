@@ -7,6 +7,13 @@
    ``hybrid`` (what ingest/ocr.py does: read as is, and only a doubtful page again, OSD's
    turn first). Per strategy: mean character-trigram recall of the upright reading's text,
    the worst page's recall, and seconds per page.
+   Mixed orientation: the same scans with their lower half (cut at the blank pixel row nearest
+   the middle) pasted back upside down (a slip or
+   a table turned on an otherwise upright page), through ``parse_image`` and triage's page and
+   paragraph gate: recall of the upright reading, precision (share of the indexed text's
+   trigrams that the upright reading holds: garbage read off the upside-down half lowers it),
+   and indexed characters per upright character. Run it from another checkout's code with
+   ``PYTHONPATH=<checkout>`` for a before/after.
 2. Scanned corpus cost: every file of ../shared/corpus/image and scanned-pdf parsed with
    orientation retries off (``none``) and on (``hybrid``): seconds, pages turned.
 3. PDF text and tables: trigram recall of parse_pdf's text against ``pdftotext`` for every
@@ -60,7 +67,7 @@ def line_recall(reference: str, candidate: str) -> float:
 
 
 def _text(page) -> str:
-    return "\n".join(page.paragraphs)
+    return "\n".join(getattr(p, "text", p) for p in page.paragraphs)  # str paragraphs: code before 2026-12-02
 
 
 def _strategy(name: str, img: Image.Image):
@@ -108,6 +115,43 @@ def rotation_table() -> None:
         every = [r for rs in by_turn.values() for r in rs]
         print(f"| {strategy} | {statistics.mean(every):.3f} | {statistics.mean(by_turn[180]):.3f} | "
               f"{statistics.mean(by_turn[270]):.3f} | {min(every):.3f} | {statistics.mean(seconds):.2f} |", flush=True)
+
+
+def blank_row_near_middle(gray: Image.Image) -> int:
+    """The pixel row nearest the middle with no ink on it: a cut there splits no text line."""
+    blank = [y for y in range(gray.height) if gray.crop((0, y, gray.width, y + 1)).getextrema()[0] > 200]
+    return min(blank, key=lambda y: abs(y - gray.height // 2))
+
+
+def mixed_orientation_table() -> None:
+    from rag_pipeline.config import Settings
+    from rag_pipeline.ingest.image import parse_image
+    from rag_pipeline.ingest.triage import _drop_low_confidence_pages
+
+    threshold = Settings().ocr_min_confidence
+    print("\n### Pages with their lower half upside down\n")
+    print("| page | upright words | recall | precision | chars / upright | warnings |")
+    print("|---|---:|---:|---:|---:|---|")
+    recalls, precisions = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, img in _pages():
+            upright = read_page(img, LANG)
+            reference = _text(upright)
+            gray = img.convert("L")
+            mixed, cut = gray.copy(), blank_row_near_middle(gray)
+            mixed.paste(gray.crop((0, cut, gray.width, gray.height)).transpose(Image.Transpose.ROTATE_180), (0, cut))
+            path = Path(tmp) / "mixed.png"
+            mixed.save(path)
+            doc = _drop_low_confidence_pages(parse_image(path, ocr_lang=LANG), threshold, lambda *a: None)
+            text = "\n".join(b.text for b in doc.blocks) if doc else ""
+            got = _grams(text)
+            precision = len(got & _grams(reference)) / len(got) if got else 0.0
+            recalls.append(trigram_recall(reference, text))
+            precisions.append(precision)
+            ratio = len("".join(text.split())) / max(1, len("".join(reference.split())))
+            notes = "; ".join(w for w in (doc.warnings if doc else ["quarantined"]) if "angle" in w or "dropped" in w or w == "quarantined")
+            print(f"| {name} | {upright.word_count} | {recalls[-1]:.3f} | {precision:.3f} | {ratio:.2f} | {notes} |", flush=True)
+    print(f"| **mean** | | **{statistics.mean(recalls):.3f}** | **{statistics.mean(precisions):.3f}** | | |")
 
 
 def corpus_cost_table() -> None:
@@ -182,13 +226,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-corpus", action="store_true", help="only the rotation and table parts")
     ap.add_argument("--pdf-text-only", action="store_true", help="only the text-layer PDF recall table")
+    ap.add_argument("--mixed-only", action="store_true", help="only the mixed-orientation table")
     args = ap.parse_args()
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")
     if args.pdf_text_only:
         pdf_text_table()
         return
+    if args.mixed_only:
+        mixed_orientation_table()
+        return
     print(f"load average before: {os.getloadavg()}")
     rotation_table()
+    mixed_orientation_table()
     pdf_tables()
     if not args.skip_corpus and CORPUS.is_dir():
         corpus_cost_table()

@@ -49,8 +49,9 @@ def ocr_frames(
     Returns ``(word_count, confidence_sum, warnings, pages)`` so callers can aggregate a
     word-weighted document confidence; ``pages`` holds one ``{"page", "confidence",
     "words", "rotation"}`` entry per page read (``"vertical": True`` when read as vertical Chinese) (see ``ParsedDocument.ocr_pages``). Each
-    block carries its page's mean confidence. A page that times out is skipped with a
-    warning; a page read turned says so in the warnings.
+    block carries its own paragraph's mean confidence, for triage to drop what a page's average
+    hides. A page that times out is skipped with a warning; a page read turned, or holding
+    paragraphs read at another angle, says so in the warnings.
     """
     words, conf_sum, notes, pages = 0, 0.0, [], []
     for page_no, frame in frames:
@@ -71,8 +72,11 @@ def ocr_frames(
                 f"page {page_no}: read {how} (confidence by reading: "
                 + ", ".join(f"{turn}: {conf:g}" for turn, conf in result.tried) + ")"
             )
+        if result.added:
+            notes.append(f"page {page_no}: paragraphs read at another angle added ("
+                         + ", ".join(f"{count} turned {turn} degrees" for turn, count in result.added) + ")")
         for para in result.paragraphs:
-            builder.add(para, "ocr_text", page=page_no, ocr_confidence=round(result.confidence, 1))
+            builder.add(para.text, "ocr_text", page=page_no, ocr_confidence=round(para.confidence, 1))
     return words, conf_sum, notes, pages
 
 

@@ -13,6 +13,11 @@ is only a hint that a reading must confirm; upright pages read well cost no extr
 A page still doubtful after the turns is read as vertical Chinese when the vertical models
 are installed (scripts/install.sh installs them).
 
+Confidence is kept per paragraph too: one page can hold text at several angles (a table
+turned sideways, a pasted-in upside-down slip). The kept reading gains the paragraphs another
+turn read well, and each paragraph carries its own confidence, so triage can drop the
+garbage a page's good average would hide.
+
 Calls go through ``pytesseract``. Its child process inherits this process's environment,
 and tesseract's OpenMP threads fight each other on a small machine (a page took 14 s
 instead of 3.4 s on 2 cores), so the environment pytesseract hands its children carries
@@ -43,6 +48,11 @@ ROTATION_RETRY_BELOW = 75.0
 # this many words, and reads at least as much confident text (see _reads_better).
 _ROTATION_MIN_GAIN = 15.0
 _ROTATION_MIN_WORDS = 10
+# A page whose mean is good is still read at the other turns when this share of its words sit in
+# paragraphs read below _PARAGRAPH_UNREAD_BELOW (RAG_OCR_MIN_CONFIDENCE's default): part of it
+# may stand at another angle.
+_PARAGRAPH_UNREAD_BELOW = 60.0
+_UNREAD_SHARE_RETRY = 0.2
 _TURNS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
 # Vertical Chinese (columns top to bottom, right to left) is another model, not a turn: a page
 # still doubtful after the turns is read once more with tesseract's vertical models, --psm 5
@@ -89,16 +99,26 @@ class _ChildEnvironment(Mapping[str, str]):
 pytesseract.pytesseract.environ = _ChildEnvironment()  # type: ignore[attr-defined]
 
 
+@dataclass(frozen=True)
+class OcrParagraph:
+    """One paragraph's text and its words' mean confidence (speck lines count, see ocr_image)."""
+
+    text: str
+    confidence: float
+    words: int
+
+
 @dataclass
 class OcrPage:
     """OCR result of one page image: paragraphs in reading order plus confidence stats."""
 
-    paragraphs: list[str] = field(default_factory=list)
+    paragraphs: list[OcrParagraph] = field(default_factory=list)
     word_count: int = 0  # words with a confidence >= 0 and non-blank text
     confidence_sum: float = 0.0
     rotation: int = 0  # degrees the page was turned counter-clockwise before this reading
     vertical: bool = False  # read as vertical Chinese columns
     tried: tuple[tuple[int | str, float], ...] = ()  # (rotation or "vertical", confidence) of every reading made
+    added: tuple[tuple[int, int], ...] = ()  # (turn, paragraphs) taken from other turns' readings
 
     @property
     def confidence(self) -> float:
@@ -157,15 +177,17 @@ def ocr_image(
     """
     img = prepare_image(img, upscale=upscale)
     best = read_page(img, lang, timeout)
+    readings = [best]
     tried = [(0, round(best.confidence, 1))]
-    if orient and best.word_count and best.confidence < ROTATION_RETRY_BELOW:
+    if orient and best.word_count and _doubtful(best):
         for turn in _turns_to_try(img, timeout):
             candidate = read_page(img.transpose(_TURNS[turn]), lang, timeout)
             candidate.rotation = turn
+            readings.append(candidate)
             tried.append((turn, round(candidate.confidence, 1)))
             if _reads_better(candidate, best):
                 best = candidate
-            if best.confidence >= ROTATION_RETRY_BELOW:
+            if not _doubtful(best):
                 break
     vertical = vertical_language(lang) if orient and best.confidence < ROTATION_RETRY_BELOW else None
     if vertical:
@@ -174,8 +196,49 @@ def ocr_image(
         tried.append(("vertical", round(candidate.confidence, 1)))
         if candidate.confidence >= _VERTICAL_MIN_CONFIDENCE and _reads_better(candidate, best):
             best = candidate
+    _add_paragraphs_read_well(best, [r for r in readings if r is not best])
     best.tried = tuple(tried)
     return best
+
+
+def _doubtful(page: OcrPage) -> bool:
+    """Worth reading at other turns: a low mean, or a good mean over a large unreadable part
+    (upright pages here hold at most 4 % of their words in paragraphs below
+    ``_PARAGRAPH_UNREAD_BELOW``; a page with its lower half upside down about half)."""
+    if page.confidence < ROTATION_RETRY_BELOW:
+        return True
+    unread = sum(p.words for p in page.paragraphs if p.confidence < _PARAGRAPH_UNREAD_BELOW)
+    return unread >= _UNREAD_SHARE_RETRY * page.word_count
+
+
+def _add_paragraphs_read_well(page: OcrPage, others: list[OcrPage]) -> None:
+    """Append to `page` the paragraphs other turns read at least as well as a clean upright page
+    (``ROTATION_RETRY_BELOW``): the parts of a page that stand at another angle. Text the page
+    already holds is not added twice (tesseract reads some lines at right angles by itself, so
+    two turns can both read the same lines); the page's word statistics include what was added."""
+    seen = set().union(*(_shingles(p.text) for p in page.paragraphs))
+    added = []
+    for other in others:
+        count = 0
+        for para in other.paragraphs:
+            shingles = _shingles(para.text)
+            if para.confidence < ROTATION_RETRY_BELOW or len(shingles & seen) * 2 >= len(shingles):
+                continue
+            seen |= shingles
+            page.paragraphs.append(para)
+            page.word_count += para.words
+            page.confidence_sum += para.confidence * para.words
+            count += 1
+        if count:
+            added.append((other.rotation, count))
+    page.added = tuple(added)
+
+
+def _shingles(text: str, n: int = 5) -> set[str]:
+    """Character n-grams of the text without spaces or case: long enough that two different
+    paragraphs share few, so half of them already seen means the paragraph is already read."""
+    flat = "".join(text.split()).casefold()
+    return {flat[i : i + n] for i in range(max(1, len(flat) - n + 1))}
 
 
 def vertical_language(lang: str) -> str | None:
@@ -243,6 +306,7 @@ def read_page(img: Image.Image, lang: str, timeout: float = OCR_TIMEOUT_S, psm: 
     data = _image_to_data(img, lang, timeout, psm)
     page = OcrPage()
     paragraphs: dict[tuple[int, int], dict[int, list[str]]] = {}
+    confidences: dict[tuple[int, int], list[float]] = {}
     for i, level in enumerate(data.get("level", [])):
         if int(level) != 5:
             continue
@@ -257,12 +321,14 @@ def read_page(img: Image.Image, lang: str, timeout: float = OCR_TIMEOUT_S, psm: 
         page.confidence_sum += conf
         key = (int(data["block_num"][i]), int(data["par_num"][i]))
         paragraphs.setdefault(key, {}).setdefault(int(data["line_num"][i]), []).append(word)
+        confidences.setdefault(key, []).append(conf)
 
-    for lines in paragraphs.values():
+    for key, lines in paragraphs.items():
         kept = [remove_cjk_spaces(" ".join(words)) for _, words in sorted(lines.items())]
         kept = [line for line in kept if has_words(line)]
         if kept:
-            page.paragraphs.append(join_lines("\n".join(kept)))
+            confs = confidences[key]
+            page.paragraphs.append(OcrParagraph(join_lines("\n".join(kept)), sum(confs) / len(confs), len(confs)))
     return page
 
 

@@ -37,6 +37,7 @@ Outcome = ParsedDocument | UnreadableDocument
 
 RELEASABLE_REASONS: frozenset[str] = frozenset({"ocr_low_confidence", "no_text"})
 PAGES_DROPPED_NOTE = "OCR pages dropped"  # prefix of the warning listing pages whose OCR text was not indexed
+PARAGRAPHS_DROPPED_NOTE = "OCR paragraphs dropped"  # prefix of the warning counting unreadable paragraphs of kept pages
 RELEASE_NOTE = "released from quarantine by operator"  # prefix of the warning a released document carries
 _RELEASE_HINT = "to index it anyway, release it: `rag quarantine release {source}` (sidecar \"quarantine_release\": true)"
 
@@ -106,24 +107,38 @@ def triage(raw: RawFile, outcome: Outcome | None, ocr_min_confidence: float) -> 
 
 
 def _drop_low_confidence_pages(parsed: ParsedDocument, threshold: float, releasable) -> ParsedDocument | QuarantineRecord:
-    """Judge OCR confidence page by page, so one unreadable page (upside down, a smudge, a
-    photo) neither hides behind a good document average nor costs the good pages.
+    """Judge OCR confidence page by page and then paragraph by paragraph, so an unreadable page
+    (upside down, a smudge, a photo) or an unreadable part of a page (a slip pasted in upside
+    down, a stamp) neither hides behind a good average nor costs the good text.
 
     The OCR text of pages below ``threshold`` is dropped and the pages are listed in the
-    document's warnings (``PAGES_DROPPED_NOTE``); text-layer pages are kept as they are.
+    document's warnings (``PAGES_DROPPED_NOTE``); on the pages kept, paragraphs below it are
+    dropped and counted (``PARAGRAPHS_DROPPED_NOTE``); text-layer pages are kept as they are.
     When nothing is left, the document is quarantined as ``ocr_low_confidence`` with the
     pages listed, and can be released like any low-confidence scan.
     """
     bad = [p for p in parsed.ocr_pages if p["confidence"] < threshold]
-    if not bad:
-        return parsed
-    good = [p for p in parsed.ocr_pages if p["confidence"] >= threshold]
-    listed = ", ".join(f"{p['page']} ({p['confidence']:.1f})" for p in bad)
-    detail = f"OCR word confidence below threshold {threshold:g} on page(s) {listed}"
     bad_pages = {p["page"] for p in bad}
-    kept = [b for b in parsed.blocks if b.ocr_confidence is None or b.page not in bad_pages]
-    if not any(b.text.strip() for b in kept):
-        return releasable("ocr_low_confidence", f"every OCR'd page is unreadable: {detail}", parsed, parsed.ocr_confidence)
+    low = [b for b in parsed.blocks
+           if b.ocr_confidence is not None and b.page not in bad_pages and b.ocr_confidence < threshold]
+    if not bad and not low:
+        return parsed
+    kept = [b for b in parsed.blocks
+            if b.ocr_confidence is None or (b.page not in bad_pages and b.ocr_confidence >= threshold)]
+    notes = []
+    if bad:
+        listed = ", ".join(f"{p['page']} ({p['confidence']:.1f})" for p in bad)
+        detail = f"OCR word confidence below threshold {threshold:g} on page(s) {listed}"
+        if not any(b.text.strip() for b in kept):
+            return releasable("ocr_low_confidence", f"every OCR'd page is unreadable: {detail}", parsed, parsed.ocr_confidence)
+        notes.append(f"{PAGES_DROPPED_NOTE}: {detail}")
+    if low:
+        pages = sorted({b.page for b in low}, key=lambda n: (n is None, n))
+        per_page = ", ".join(f"{n} ({sum(b.page == n for b in low)})" for n in pages)
+        notes.append(f"{PARAGRAPHS_DROPPED_NOTE}: {len(low)} below threshold {threshold:g} on page(s) {per_page}")
+        if not any(b.text.strip() for b in kept):
+            return releasable("ocr_low_confidence", f"no OCR paragraph reaches threshold {threshold:g}", parsed, parsed.ocr_confidence)
+    good = [p for p in parsed.ocr_pages if p["confidence"] >= threshold]
     words = sum(p["words"] for p in good)
     confidence = round(sum(p["confidence"] * p["words"] for p in good) / words, 1) if words else None
     return replace(
@@ -131,7 +146,7 @@ def _drop_low_confidence_pages(parsed: ParsedDocument, threshold: float, releasa
         blocks=kept,
         ocr_used=bool(good),
         ocr_confidence=confidence,
-        warnings=[*parsed.warnings, f"{PAGES_DROPPED_NOTE}: {detail}"],
+        warnings=[*parsed.warnings, *notes],
     )
 
 

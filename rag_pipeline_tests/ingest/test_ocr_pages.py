@@ -54,6 +54,13 @@ def _raw(path: Path) -> RawFile:
     return RawFile(doc_id="d", source=path.name, path=path, size=path.stat().st_size, sha256="0" * 64)
 
 
+def blank_row_near_middle(img: Image.Image) -> int:
+    """The pixel row nearest the middle with no ink on it: a cut there splits no text line."""
+    gray = img.convert("L")
+    blank = [y for y in range(gray.height) if gray.crop((0, y, gray.width, y + 1)).getextrema()[0] > 200]
+    return min(blank, key=lambda y: abs(y - gray.height // 2))
+
+
 def _smudged(img: Image.Image) -> Image.Image:
     """The same scan blurred past reading: tesseract still finds 'words', with low confidence."""
     return img.resize((img.width // 6, img.height // 6)).filter(ImageFilter.GaussianBlur(2)).resize(img.size)
@@ -109,6 +116,31 @@ def test_only_bad_pages_quarantine_the_document(tmp_path):
     record = triage(_raw(path), doc, 60)
     assert isinstance(record, QuarantineRecord) and record.reason == "ocr_low_confidence", record
     assert "page(s) 1 (" in record.detail
+
+
+@pytest.mark.parametrize("scan", ["expense_policy_scan.png", "安全须知_扫描.png"])
+def test_a_page_with_its_lower_half_upside_down_keeps_both_halves_and_no_garbage(tmp_path, scan):
+    """One page, two angles (a slip pasted in upside down): the page's mean confidence (~65
+    before) hid the garbage read off the upside-down half. Now every paragraph carries its own
+    confidence, the upside-down half comes from the turned reading, and the garbage is dropped."""
+    src = prepare_image(Image.open(SCANS / scan)).convert("L")
+    upright_path, mixed_path = tmp_path / "upright.png", tmp_path / "mixed.png"
+    src.save(upright_path)
+    mixed, cut = src.copy(), blank_row_near_middle(src)
+    mixed.paste(src.crop((0, cut, src.width, src.height)).transpose(Image.Transpose.ROTATE_180), (0, cut))
+    mixed.save(mixed_path)
+    upright = page_text(triage(_raw(upright_path), parse_image(upright_path), 60), 1)
+    doc = parse_image(mixed_path)
+    assert any("read at another angle added" in w and "turned 180 degrees" in w for w in doc.warnings), doc.warnings
+    result = triage(_raw(mixed_path), doc, 60)
+    assert isinstance(result, ParsedDocument), result
+    text = page_text(result, 1)
+    # Against the upright page's own reading (itself imperfect: the mixed page reads some lines
+    # better); one half missing or garbage kept puts either measure near 0.5.
+    assert trigram_recall(upright, text) >= 0.85, "both halves are read"
+    assert trigram_recall(text, upright) >= 0.85, "what is indexed is what the upright page says"
+    assert len("".join(text.split())) <= 1.1 * len("".join(upright.split())), "nothing read twice"
+    assert all(b.ocr_confidence >= 60 for b in result.blocks)
 
 
 def test_rotated_chinese_tiff_frames(tmp_path):
