@@ -56,6 +56,22 @@ def env_str(name: str, default: str = "", environ: Mapping[str, str] | None = No
     return (os.environ if environ is None else environ).get(name, default)
 
 
+def env_number(name: str, default: float, kind: type = int, *, minimum: float = 0, what: str = "") -> float:
+    """A numeric variable (`default` when unset or blank), at least `minimum`. A value that is not
+    one says which variable and what it takes, instead of a bare int()/float() error."""
+    raw = env_str(name).strip()
+    if not raw:
+        return default
+    noun = what or ("a whole number" if kind is int else "a number")
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be {noun}, got {raw!r}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be {noun} of at least {minimum:g}, got {raw!r}")
+    return value
+
+
 def env_flag(name: str) -> bool:
     """A yes/no variable: 1, true, yes or on (any case, spaces ignored) mean yes."""
     return env_str(name).strip().lower() in _TRUE
@@ -88,27 +104,13 @@ def shard_runs() -> int:
     """RAG_SHARD_RUNS: out of process (RAG_EXECUTOR=multiprocess|celery), how many shard runs
     `rag index` keeps going at once (cluster.fanout); default one per core; 0 = one whole run
     whose steps work the shards in turn."""
-    raw = env_str("RAG_SHARD_RUNS").strip()
-    try:
-        count = int(raw) if raw else (os.cpu_count() or 1)
-    except ValueError:
-        raise ValueError(f"RAG_SHARD_RUNS must be a whole number (0 = one whole run), got {raw!r}") from None
-    if count < 0:
-        raise ValueError(f"RAG_SHARD_RUNS must be a whole number (0 = one whole run), got {count}")
-    return count
+    return env_number("RAG_SHARD_RUNS", os.cpu_count() or 1, what="a whole number (0 = one whole run)")
 
 
 def celery_visibility_timeout_s() -> float:
     """RAG_CELERY_VISIBILITY_TIMEOUT_S: seconds before the broker hands out again the task of a
     worker that vanished without a word (default 3600); it must exceed the longest step."""
-    raw = env_str("RAG_CELERY_VISIBILITY_TIMEOUT_S").strip()
-    try:
-        seconds = float(raw) if raw else 3600.0
-    except ValueError:
-        raise ValueError(f"RAG_CELERY_VISIBILITY_TIMEOUT_S must be a number of seconds, got {raw!r}") from None
-    if seconds <= 0:
-        raise ValueError(f"RAG_CELERY_VISIBILITY_TIMEOUT_S must be positive, got {raw!r}")
-    return seconds
+    return env_number("RAG_CELERY_VISIBILITY_TIMEOUT_S", 3600.0, float, minimum=1, what="a number of seconds")
 
 
 SERVE_WORKER_OPTIONS = "RAG_SERVE_WORKER_OPTIONS"  # set by `rag serve --processes N` for its worker processes
@@ -201,8 +203,8 @@ class ChunkingSettings:
     Whatever the setting, no chunk exceeds what the model reads (chunking.TokenBudget).
     """
 
-    max_tokens: int = field(default_factory=lambda: int(os.environ.get("RAG_CHUNK_MAX_TOKENS") or 300))
-    overlap_tokens: int = field(default_factory=lambda: int(os.environ.get("RAG_CHUNK_OVERLAP_TOKENS") or 40))
+    max_tokens: int = field(default_factory=lambda: env_number("RAG_CHUNK_MAX_TOKENS", 300, minimum=1))
+    overlap_tokens: int = field(default_factory=lambda: env_number("RAG_CHUNK_OVERLAP_TOKENS", 40))
 
 
 @dataclass(frozen=True)
@@ -217,18 +219,18 @@ class Settings:
     embedding_precision: str = field(default_factory=lambda: os.environ.get("RAG_EMBEDDING_PRECISION", "fp32"))
     ocr_lang: str = "chi_sim+eng"  # this order read mixed zh/en scans better, English equally
     ocr_min_confidence: float = field(
-        default_factory=lambda: float(os.environ.get("RAG_OCR_MIN_CONFIDENCE", "60"))
+        default_factory=lambda: env_number("RAG_OCR_MIN_CONFIDENCE", 60.0, float)
     )
     max_file_bytes: int = 100 * 1024 * 1024
     # Files are parsed in this many worker processes (RAG_PARSE_WORKERS; 0 or unset = one per CPU),
     # each file killed and quarantined as `timeout` after parse_timeout_s seconds (RAG_PARSE_TIMEOUT_S).
     parse_workers: int = field(
-        default_factory=lambda: int(os.environ.get("RAG_PARSE_WORKERS") or 0) or os.cpu_count() or 1
+        default_factory=lambda: env_number("RAG_PARSE_WORKERS", 0) or os.cpu_count() or 1
     )
-    parse_timeout_s: float = field(default_factory=lambda: float(os.environ.get("RAG_PARSE_TIMEOUT_S") or 120))
+    parse_timeout_s: float = field(default_factory=lambda: env_number("RAG_PARSE_TIMEOUT_S", 120.0, float, minimum=1))
     # A parse worker's address space is capped (RAG_PARSE_MEMORY_MB, 0 = no cap): a file that needs
     # more (a PDF stream that inflates to gigabytes) is quarantined as too_large, not OOM-killing the host.
-    parse_memory_mb: int = field(default_factory=lambda: int(os.environ.get("RAG_PARSE_MEMORY_MB") or 4096))
+    parse_memory_mb: int = field(default_factory=lambda: env_number("RAG_PARSE_MEMORY_MB", 4096))
     max_deletion_fraction: float = 0.5  # a scan missing more than this share of known files stops the run
     allow_mass_deletion: bool = False
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)
@@ -236,14 +238,14 @@ class Settings:
     # or auto = cuda when torch sees one; RAG_EMBED_BATCH_SIZE). Machine-local like parse_workers:
     # a GPU worker and a CPU worker of one cluster each keep their own (never in a run's config).
     embedding_device: str = field(default_factory=lambda: os.environ.get("RAG_EMBEDDING_DEVICE") or "cpu")
-    embed_batch_size: int = field(default_factory=lambda: int(os.environ.get("RAG_EMBED_BATCH_SIZE") or 32))
+    embed_batch_size: int = field(default_factory=lambda: env_number("RAG_EMBED_BATCH_SIZE", 32, minimum=1))
     # The golden question set run on every staged generation (RAG_GOLDEN_FILE; "none" turns it off),
     # and how far a metric may fall below the served generation's before promotion is blocked.
     golden_file: Path | None = field(default_factory=default_golden_file)
-    eval_tolerance: float = field(default_factory=lambda: float(os.environ.get("RAG_EVAL_TOLERANCE") or 0.05))
+    eval_tolerance: float = field(default_factory=lambda: env_number("RAG_EVAL_TOLERANCE", 0.05, float))
     # Chunks tables this large get an ANN vector index, smaller ones stay exact (store.ann, RAG_ANN_MIN_ROWS)
-    ann_min_rows: int = field(default_factory=lambda: int(os.environ.get("RAG_ANN_MIN_ROWS") or DEFAULT_ANN_MIN_ROWS))
+    ann_min_rows: int = field(default_factory=lambda: env_number("RAG_ANN_MIN_ROWS", DEFAULT_ANN_MIN_ROWS))
     # Generations kept by housekeeping besides the served one (RAG_KEEP_GENERATIONS): rollback needs >= 1
-    keep_generations: int = field(default_factory=lambda: int(os.environ.get("RAG_KEEP_GENERATIONS") or 2))
+    keep_generations: int = field(default_factory=lambda: env_number("RAG_KEEP_GENERATIONS", 2))
     # How long a second writer waits for the lake's writer lock before giving up (RAG_LOCK_WAIT_S)
-    lock_wait_s: float = field(default_factory=lambda: float(os.environ.get("RAG_LOCK_WAIT_S") or 0))
+    lock_wait_s: float = field(default_factory=lambda: env_number("RAG_LOCK_WAIT_S", 0.0, float))

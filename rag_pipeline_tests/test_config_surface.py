@@ -120,6 +120,27 @@ def test_readers(monkeypatch):
 
 
 
+def test_numeric_settings_name_the_variable_when_a_value_is_wrong(monkeypatch):
+    monkeypatch.setenv("RAG_PARSE_TIMEOUT_S", "2 min")
+    with pytest.raises(ValueError, match=r"RAG_PARSE_TIMEOUT_S must be a number, got '2 min'"):
+        config.Settings()
+    monkeypatch.setenv("RAG_PARSE_TIMEOUT_S", "30")
+    monkeypatch.setenv("RAG_EMBED_BATCH_SIZE", "0")
+    with pytest.raises(ValueError, match="RAG_EMBED_BATCH_SIZE must be a whole number of at least 1"):
+        config.Settings()
+    monkeypatch.setenv("RAG_EMBED_BATCH_SIZE", " ")  # blank: the default
+    monkeypatch.setenv("RAG_PARSE_MEMORY_MB", "0")  # 0 means no cap (README), not the default
+    monkeypatch.setenv("RAG_KEEP_GENERATIONS", "0")
+    settings = config.Settings()
+    assert (settings.parse_timeout_s, settings.embed_batch_size, settings.parse_memory_mb, settings.keep_generations) == (30.0, 32, 0, 0)
+    monkeypatch.setenv("RAG_SHARD_RUNS", "-1")
+    with pytest.raises(ValueError, match=r"RAG_SHARD_RUNS must be a whole number \(0 = one whole run\) of at least 0"):
+        config.shard_runs()
+    monkeypatch.setenv("RAG_CELERY_VISIBILITY_TIMEOUT_S", "soon")
+    with pytest.raises(ValueError, match="RAG_CELERY_VISIBILITY_TIMEOUT_S must be a number of seconds, got 'soon'"):
+        config.celery_visibility_timeout_s()
+
+
 def test_serve_workers_get_a_share_of_the_cores_unless_the_operator_set_one(monkeypatch):
     for name in ("RAG_COMPUTE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", config.SERVE_WORKER_OPTIONS):
         monkeypatch.delenv(name, raising=False)

@@ -48,13 +48,18 @@ def _raw(tmp_path: Path) -> Path:
     return raw
 
 
-def _cluster_index(where: Path, env: dict, raw: Path, lake: Path) -> dict:
-    done = subprocess.run(
+def _start_cluster_index(where: Path, env: dict, raw: Path, lake: Path, **extra: str) -> subprocess.Popen:
+    """`cluster.sh index --json` started on the cluster (no golden eval), output piped."""
+    return subprocess.Popen(
         ["bash", "scripts/cluster.sh", "index", "--dir", str(where), "--raw", str(raw), "--lake", str(lake), "--json"],
-        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none", "RAG_SHARD_RUNS": "2"}, capture_output=True, text=True, timeout=900,
+        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none", **extra}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    assert done.stdout.strip(), done.stderr[-3000:]
-    return json.loads(done.stdout)
+
+
+def _cluster_index(where: Path, env: dict, raw: Path, lake: Path) -> dict:
+    out, err = _start_cluster_index(where, env, raw, lake, RAG_SHARD_RUNS="2").communicate(timeout=900)
+    assert out.strip(), err[-3000:]
+    return json.loads(out)
 
 
 def test_index_job_on_two_celery_workers_serves_the_in_process_index(cluster, tmp_path):
@@ -135,10 +140,7 @@ def test_a_worker_process_killed_mid_embedding_hands_its_step_on(cluster, tmp_pa
     raw, lake = _raw(tmp_path), tmp_path / "lake"
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"]))
     known = {r.run_id for r in instance.get_runs()}
-    run = subprocess.Popen(
-        ["bash", "scripts/cluster.sh", "index", "--dir", str(where), "--raw", str(raw), "--lake", str(lake), "--json"],
-        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    run = _start_cluster_index(where, env, raw, lake)
     killed = None
     while killed is None and run.poll() is None:
         for shard_run in instance.get_runs(dg.RunsFilter(tags={"rag/phase": "shard"})):
@@ -171,10 +173,7 @@ def test_the_database_or_the_broker_restarted_during_a_cluster_run_loses_nothing
     the lake serves afterwards is whole; a re-run then serves every file."""
     where, env = cluster
     raw, lake = _raw(tmp_path), tmp_path / "lake"
-    run = subprocess.Popen(
-        ["bash", "scripts/cluster.sh", "index", "--dir", str(where), "--raw", str(raw), "--lake", str(lake), "--json"],
-        cwd=REPO, env={**env, "RAG_GOLDEN_FILE": "none"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    run = _start_cluster_index(where, env, raw, lake)
     time.sleep(8)
     assert run.poll() is None, f"the run ended before {drill}: nothing was tested"
     restarted = subprocess.run(["bash", "scripts/cluster.sh", drill, "--dir", str(where)],

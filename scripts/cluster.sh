@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A one-machine cluster for index_job: PostgreSQL (Dagster's run, event-log and schedule storage),
-# Redis (the Celery broker), N Celery workers and the Dagster daemon (run queue, schedules, sensors), all on 127.0.0.1, ports chosen free, data under
-# one folder. The production shape on one box; on several hosts the same pieces point at shared
-# servers (README, "Running on a cluster").
+# Redis (the Celery broker), N Celery workers and the Dagster daemon (run queue, schedules,
+# sensors), all on 127.0.0.1, ports chosen free, data under one folder. The production shape on
+# one box; on several hosts the same pieces point at shared servers (README, "Running on a cluster").
 #
 #   bash scripts/cluster.sh up [--workers 2] [--dir data/cluster]   # start; writes <dir>/cluster.env
 #   source data/cluster/cluster.env                                  # RAG_EXECUTOR=celery, DAGSTER_HOME, broker

@@ -84,9 +84,12 @@ def embed_pod_resources() -> dict:
 
 
 def embedding_op_tags() -> dict[str, object]:
-    """Where the embedding step runs: its Celery queue, or its Kubernetes pod's resources (each
-    executor reads its own tag and ignores the other's)."""
-    return {
-        "dagster-celery/queue": embed_queue(),
-        "dagster-k8s/config": {"container_config": {"resources": embed_pod_resources()}},
-    }
+    """Where the embedding step runs: its Celery queue, or its Kubernetes pod's resources. Only
+    the configured executor's tag is set, so RAG_K8S_EMBED_RESOURCES is read (and checked) only
+    when it can matter."""
+    kind = executor_kind()
+    if kind == "celery":
+        return {"dagster-celery/queue": embed_queue()}
+    if kind == "k8s":
+        return {"dagster-k8s/config": {"container_config": {"resources": embed_pod_resources()}}}
+    return {}
