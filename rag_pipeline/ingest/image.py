@@ -10,6 +10,7 @@ from PIL import Image, ImageSequence
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.ink import UNREAD_NOTE_BELOW
 from rag_pipeline.ingest.ocr import OcrTimeout, ocr_image
 
 # Pillow's own bomb threshold (~89 Mpx) is the limit: an A0 scan at 300 dpi is ~140 Mpx
@@ -48,7 +49,7 @@ def ocr_frames(
 
     Returns ``(word_count, confidence_sum, warnings, pages)`` so callers can aggregate a
     word-weighted document confidence; ``pages`` holds one ``{"page", "confidence",
-    "words", "rotation"}`` entry per page read (``"vertical": True`` when read as vertical Chinese) (see ``ParsedDocument.ocr_pages``). Each
+    "words", "rotation", "ink_read"}`` entry per page read (``"vertical": True`` when read as vertical Chinese) (see ``ParsedDocument.ocr_pages``). Each
     block carries its own paragraph's mean confidence, for triage to drop what a page's average
     hides. A page that times out is skipped with a warning; a page read turned, or holding
     paragraphs read at another angle, says so in the warnings.
@@ -64,8 +65,12 @@ def ocr_frames(
         conf_sum += result.confidence_sum
         pages.append(
             {"page": page_no, "confidence": round(result.confidence, 1), "words": result.word_count,
-             "rotation": result.rotation} | ({"vertical": True} if result.vertical else {})
+             "rotation": result.rotation, "ink_read": round(result.ink_read, 3)}
+            | ({"vertical": True} if result.vertical else {})
         )
+        if result.word_count and result.ink_read < UNREAD_NOTE_BELOW:
+            notes.append(f"page {page_no}: the words read cover {result.ink_read:.0%} of the page's text ink "
+                         f"(confidence {result.confidence:.1f} describes only those)")
         if result.rotation or result.vertical:
             how = "as vertical Chinese" if result.vertical else f"turned {result.rotation} degrees"
             notes.append(

@@ -28,13 +28,14 @@ torch, if it is loaded here) is left alone. Parallelism belongs across pages and
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import pytesseract
 from PIL import Image, ImageOps
 
 from rag_pipeline.config import child_process_env
+from rag_pipeline.ingest.ink import Box, glyph_mask, read_share, reduction
 from rag_pipeline.ingest.textutil import has_words, join_lines, remove_cjk_spaces
 
 OCR_TIMEOUT_S = 180
@@ -106,6 +107,8 @@ class OcrParagraph:
     text: str
     confidence: float
     words: int
+    boxes: tuple[Box, ...] = ()  # its words' boxes in the frame of the reading that made it
+    turn: int | None = None  # set when taken from a reading at another turn (see ocr_image)
 
 
 @dataclass
@@ -119,6 +122,8 @@ class OcrPage:
     vertical: bool = False  # read as vertical Chinese columns
     tried: tuple[tuple[int | str, float], ...] = ()  # (rotation or "vertical", confidence) of every reading made
     added: tuple[tuple[int, int], ...] = ()  # (turn, paragraphs) taken from other turns' readings
+    boxes: list[Box] = field(default_factory=list)  # every word's box, in this reading's frame
+    ink_read: float = 1.0  # share of the page's glyph ink inside a word box (ingest/ink.py)
 
     @property
     def confidence(self) -> float:
@@ -198,6 +203,9 @@ def ocr_image(
             best = candidate
     _add_paragraphs_read_well(best, [r for r in readings if r is not best])
     best.tried = tuple(tried)
+    extra = [(p.turn, p.boxes) for p in best.paragraphs if p.turn is not None]
+    factor = reduction(img)
+    best.ink_read = read_share(glyph_mask(img, factor), [(best.rotation, best.boxes), *extra], factor)
     return best
 
 
@@ -225,7 +233,7 @@ def _add_paragraphs_read_well(page: OcrPage, others: list[OcrPage]) -> None:
             if para.confidence < ROTATION_RETRY_BELOW or len(shingles & seen) * 2 >= len(shingles):
                 continue
             seen |= shingles
-            page.paragraphs.append(para)
+            page.paragraphs.append(replace(para, turn=other.rotation))
             page.word_count += para.words
             page.confidence_sum += para.confidence * para.words
             count += 1
@@ -307,6 +315,7 @@ def read_page(img: Image.Image, lang: str, timeout: float = OCR_TIMEOUT_S, psm: 
     page = OcrPage()
     paragraphs: dict[tuple[int, int], dict[int, list[str]]] = {}
     confidences: dict[tuple[int, int], list[float]] = {}
+    boxes: dict[tuple[int, int], list[Box]] = {}
     for i, level in enumerate(data.get("level", [])):
         if int(level) != 5:
             continue
@@ -322,13 +331,18 @@ def read_page(img: Image.Image, lang: str, timeout: float = OCR_TIMEOUT_S, psm: 
         key = (int(data["block_num"][i]), int(data["par_num"][i]))
         paragraphs.setdefault(key, {}).setdefault(int(data["line_num"][i]), []).append(word)
         confidences.setdefault(key, []).append(conf)
+        box = (int(data["left"][i]), int(data["top"][i]), int(data["width"][i]), int(data["height"][i]))
+        boxes.setdefault(key, []).append(box)
+        page.boxes.append(box)
 
     for key, lines in paragraphs.items():
         kept = [remove_cjk_spaces(" ".join(words)) for _, words in sorted(lines.items())]
         kept = [line for line in kept if has_words(line)]
         if kept:
             confs = confidences[key]
-            page.paragraphs.append(OcrParagraph(join_lines("\n".join(kept)), sum(confs) / len(confs), len(confs)))
+            page.paragraphs.append(
+                OcrParagraph(join_lines("\n".join(kept)), sum(confs) / len(confs), len(confs), tuple(boxes[key]))
+            )
     return page
 
 

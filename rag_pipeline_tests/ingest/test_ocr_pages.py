@@ -143,6 +143,19 @@ def test_a_page_with_its_lower_half_upside_down_keeps_both_halves_and_no_garbage
     assert all(b.ocr_confidence >= 60 for b in result.blocks)
 
 
+def test_a_page_read_in_part_says_how_much_of_its_text_ink_was_read(shared_corpus):
+    """Word confidence describes only the words found: the e-commerce poster reads 11 words at
+    ~59 while most of its stylised text is not read at all. The share of the page's glyph ink
+    inside the words' boxes says so; pages read whole cover nearly all of theirs."""
+    poster = parse_image(shared_corpus / "image" / "ch_en_num.jpg")
+    assert poster.ocr_pages[0]["ink_read"] < 0.5
+    assert any("of the page's text ink" in w for w in poster.warnings), poster.warnings
+    for name in ("english.png", "linn.png"):
+        whole = parse_image(shared_corpus / "image" / name)
+        assert whole.ocr_pages[0]["ink_read"] >= 0.85, (name, whole.ocr_pages)
+        assert not any("text ink" in w for w in whole.warnings)
+
+
 def test_rotated_chinese_tiff_frames(tmp_path):
     """A multi-page TIFF of the Chinese scan upright and upside down (the image path)."""
     src = Image.open(SCANS / "安全须知_扫描.png").convert("L")
@@ -197,3 +210,11 @@ def test_a_horizontal_page_is_not_read_as_vertical(shared_corpus):
     """The vertical models score a badly read horizontal page low; the horizontal reading stays."""
     doc = parse_image(shared_corpus / "image" / "ch_en_num.jpg")
     assert not any(p.get("vertical") for p in doc.ocr_pages)
+
+
+@pytest.mark.parametrize("mode,size,fill", [("L", (50, 50), 255), ("L", (50, 50), 0), ("L", (1, 1), 128), ("1", (9, 9), 1)])
+def test_a_page_without_ink_counts_as_read_whole(mode, size, fill):
+    from rag_pipeline.ingest.ink import glyph_mask, read_share
+
+    glyphs = glyph_mask(Image.new(mode, size, fill))
+    assert not glyphs.any() and read_share(glyphs, [(0, [])]) == 1.0
