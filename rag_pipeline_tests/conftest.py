@@ -26,6 +26,27 @@ def shared_corpus() -> Path:
     return path
 
 
+CORPUS_META = {"manifest.tsv", "SOURCES.md"}  # describe the corpus; not corpus documents
+
+
+@pytest.fixture(scope="session")
+def shared_corpus_run(shared_corpus, tmp_path_factory) -> dict:
+    """The whole shared corpus through one real Dagster run of index_job, once per session:
+    test_shared_corpus_run.py checks what it indexed and quarantined, test_ingest_corpus.py reads
+    each file's parse outcome from its parse cache (the pipeline's parse, not a second one).
+
+    The embedding model runs at int8-onnx precision (2.6x fp32's speed; what these tests check
+    does not depend on the vectors, and fp32 builds run in every other indexing test), so the
+    int8 path gets a whole run too."""
+    from rag_pipeline_tests.indexing import run_index
+
+    root = tmp_path_factory.mktemp("shared_corpus_run")
+    raw, lake = root / "corpus", root / "lake"
+    shutil.copytree(shared_corpus, raw, ignore=lambda d, names: [n for n in names if n in CORPUS_META])
+    report = run_index(raw, lake, embedding_precision="int8-onnx")
+    return {"raw": raw, "lake": lake, "report": report}
+
+
 @pytest.fixture(scope="session")
 def sample_raw(tmp_path_factory) -> Path:
     """A private copy of data/sample, so tests may edit files without touching the repo."""

@@ -1,7 +1,9 @@
-"""parse_file over the shared format corpus (real files, real tesseract and poppler).
+"""Parse outcomes over the shared format corpus (real files, real tesseract and poppler).
 
-Every corpus file is parsed once (results are cached for the focused tests below);
-the whole module takes about two minutes on two cores, most of it OCR.
+Every corpus file is parsed once, by the pipeline: the outcomes are read from the parse cache of
+the session's ``shared_corpus_run`` (one real Dagster run over the corpus, conftest), i.e. what
+the index was built from. A file the run did not cache (a transient outcome: a timeout) is
+parsed here with ``parse_file``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from rag_pipeline.config import Settings
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.language import CJK_CLASS
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, OcrEngineError, parse_file
+from rag_pipeline.ingest.scan import file_sha256
+from rag_pipeline.ingest.serialize import outcome_from_json, parse_cache_key
+from rag_pipeline.store.lake import Lake
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 MANIFEST = CORPUS / "manifest.tsv"
@@ -49,13 +55,31 @@ ROW_PARAMS = [pytest.param(r, id=r["file"]) for r in ROWS] or [
 ]
 
 
+_PIPELINE: dict[str, ParsedDocument | UnreadableDocument] = {}  # rel -> the corpus run's cached outcome
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pipeline_outcomes(request) -> None:
+    """Each corpus file's parse outcome as the session's corpus index run cached it."""
+    if not MANIFEST.is_file():
+        return
+    run = request.getfixturevalue("shared_corpus_run")
+    lang = Settings().ocr_lang
+    keys = {parse_cache_key(file_sha256(run["raw"] / r["file"]), lang, Path(r["file"]).suffix): r["file"] for r in ROWS}
+    for key, outcome in Lake(run["lake"]).cached_parses(list(keys)).items():
+        _PIPELINE[keys[key]] = outcome_from_json(outcome)
+
+
 @functools.lru_cache(maxsize=None)
 def parsed(rel: str) -> ParsedDocument | UnreadableDocument:
-    """Parse a corpus file once per test session; the exception is returned, not raised."""
+    """The pipeline's outcome for a corpus file (parsed here if it has none); the exception is
+    returned, not raised."""
     if not CORPUS.is_dir():
         pytest.skip(SKIP_NO_CORPUS)
+    if rel in _PIPELINE:
+        return _PIPELINE[rel]
     try:
-        return parse_file(CORPUS / rel)
+        return parse_file(CORPUS / rel, ocr_lang=Settings().ocr_lang)
     except UnreadableDocument as exc:
         return exc
 

@@ -6,21 +6,17 @@ that describe the corpus (``manifest.tsv``, ``SOURCES.md``) are not copied: they
 corpus documents and would only add an ``unsupported_format`` row and an extra document.
 
 Slow: parses and OCRs every file (2 workers on 2 cores) and embeds every chunk, with the real
-model at int8-onnx precision (2.6x fp32's speed; what is counted here does not depend on the
-vectors, and fp32 builds run in every other indexing test), so the int8 path gets a whole run too.
+model at int8-onnx precision: the session's ``shared_corpus_run`` (conftest), whose parse
+outcomes test_ingest_corpus.py checks file by file.
 """
 
 from __future__ import annotations
 
 import csv
-import shutil
 
 import pytest
 
 from rag_pipeline.query.sql import connect
-from rag_pipeline_tests.indexing import run_index
-
-CORPUS_META = {"manifest.tsv", "SOURCES.md"}
 
 
 def expected_bad_reasons(expectation: str) -> set[str | None]:
@@ -40,18 +36,15 @@ def expected_bad_reasons(expectation: str) -> set[str | None]:
 
 
 @pytest.mark.slow
-def test_every_corpus_file_is_indexed_or_quarantined_with_its_reason(shared_corpus, tmp_path):
+def test_every_corpus_file_is_indexed_or_quarantined_with_its_reason(shared_corpus, shared_corpus_run):
     manifest = shared_corpus / "manifest.tsv"
     if not manifest.is_file():
         pytest.skip(f"no manifest.tsv in {shared_corpus}")
     with open(manifest, encoding="utf-8", newline="") as fh:
         rows = {r["file"]: r for r in csv.DictReader(fh, delimiter="\t")}
-    raw, lake = tmp_path / "corpus", tmp_path / "lake"
-    shutil.copytree(shared_corpus, raw, ignore=lambda d, names: [n for n in names if n in CORPUS_META])
+    raw, lake, report = shared_corpus_run["raw"], shared_corpus_run["lake"], shared_corpus_run["report"]
     files = {p.relative_to(raw).as_posix() for p in raw.rglob("*") if p.is_file()}
     assert files == set(rows)
-
-    report = run_index(raw, lake, embedding_precision="int8-onnx")
 
     assert report["success"], report
     assert all(report["checks"].values()), report["checks"]
