@@ -993,7 +993,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["list", "promote", "rollback", "prune"], nargs="?", default="list")
     p.add_argument("generation", type=_count_type("generation", 1), nargs="?", help="generation number (for promote)")
     p.add_argument(
-        "--keep", type=_count_type("--keep", 0), default=2,
+        "--keep", type=_count_type("--keep", 1), default=2,
         help="prune: previously served generations to keep for rollback, besides the served one (default 2)",
     )
     lake_arg(p)

@@ -246,6 +246,6 @@ class Settings:
     # Chunks tables this large get an ANN vector index, smaller ones stay exact (store.ann, RAG_ANN_MIN_ROWS)
     ann_min_rows: int = field(default_factory=lambda: env_number("RAG_ANN_MIN_ROWS", DEFAULT_ANN_MIN_ROWS))
     # Generations kept by housekeeping besides the served one (RAG_KEEP_GENERATIONS): rollback needs >= 1
-    keep_generations: int = field(default_factory=lambda: env_number("RAG_KEEP_GENERATIONS", 2))
+    keep_generations: int = field(default_factory=lambda: env_number("RAG_KEEP_GENERATIONS", 2, minimum=1))
     # How long a second writer waits for the lake's writer lock before giving up (RAG_LOCK_WAIT_S)
     lock_wait_s: float = field(default_factory=lambda: env_number("RAG_LOCK_WAIT_S", 0.0, float))

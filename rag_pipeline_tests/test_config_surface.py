@@ -130,9 +130,11 @@ def test_numeric_settings_name_the_variable_when_a_value_is_wrong(monkeypatch):
         config.Settings()
     monkeypatch.setenv("RAG_EMBED_BATCH_SIZE", " ")  # blank: the default
     monkeypatch.setenv("RAG_PARSE_MEMORY_MB", "0")  # 0 means no cap (README), not the default
-    monkeypatch.setenv("RAG_KEEP_GENERATIONS", "0")
     settings = config.Settings()
-    assert (settings.parse_timeout_s, settings.embed_batch_size, settings.parse_memory_mb, settings.keep_generations) == (30.0, 32, 0, 0)
+    assert (settings.parse_timeout_s, settings.embed_batch_size, settings.parse_memory_mb) == (30.0, 32, 0)
+    monkeypatch.setenv("RAG_KEEP_GENERATIONS", "0")  # rollback needs one: refused here, not by housekeeping
+    with pytest.raises(ValueError, match="RAG_KEEP_GENERATIONS must be a whole number of at least 1"):
+        config.Settings()
     monkeypatch.setenv("RAG_SHARD_RUNS", "-1")
     with pytest.raises(ValueError, match=r"RAG_SHARD_RUNS must be a whole number \(0 = one whole run\) of at least 0"):
         config.shard_runs()
