@@ -852,7 +852,8 @@ def cmd_generations(args) -> int:
             freed = (data["lake_bytes_before"] - data["lake_bytes_after"]) / 1e6
             return (
                 f"kept generations {data['generations_kept']}; removed {data['generations_removed']} generations, "
-                f"{data['table_versions_removed']} table versions, {data['staging_runs_removed']} staging runs ({freed:.1f} MB freed)"
+                f"{data['table_versions_removed']} table versions, {sum(data['cache_rows_removed'].values())} unused cache "
+                f"entries, {data['staging_runs_removed']} staging runs ({freed:.1f} MB freed)"
             )
         if isinstance(data, dict):
             return f"now serving generation {data['served_generation']} ({data['model']}: {_counts(data['counts'])})"
@@ -870,12 +871,14 @@ def cmd_generations(args) -> int:
 def _change_generations(lake, args) -> dict:
     """Promote, roll back or prune under the lake's writer lock; a served-generation change is
     recorded as a materialization of published_index in the Dagster instance (the UI shows it)."""
+    from rag_pipeline.config import Settings
+    from rag_pipeline.ingest.serialize import parse_key_of
     from rag_pipeline.store.lock import LakeBusyError, lake_writer_lock
 
     try:
         with lake_writer_lock(lake.lake_dir, what=f"rag generations {args.action}"):
             if args.action == "prune":
-                return lake.prune(keep=args.keep)
+                return lake.prune(keep=args.keep, parse_key=parse_key_of(Settings().ocr_lang))
             previous = lake.read_manifest(missing_ok=True)
             if args.action == "promote":
                 if args.generation is None:

@@ -14,6 +14,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from rag_pipeline.config import Settings
+from rag_pipeline.ingest.serialize import parse_key_of
 from rag_pipeline.query import RagIndex
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -194,12 +196,23 @@ def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(wor
     assert report["success"] and report["lancedb_index"]["new_generation"] is False
     assert report["published_index"]["promoted"] is False
     assert lake.read_manifest()["generation"] == before == max(g["generation"] for g in lake.list_generations())
-    # three real changes → three new generations; housekeeping (keep 1) in each run prunes the rest
-    for i in range(3):
-        (work / "raw" / "handbook" / f"notice_{i}.txt").write_text(f"Notice {i}: the lab closes at {17 + i}:00.\n", encoding="utf-8")
+    # three real changes (two files added, then one of them edited) → three new generations;
+    # housekeeping (keep 1) in each run prunes the rest
+    for name, text in (("notice_0.txt", "the lab closes at 17:00"), ("notice_1.txt", "the lab closes at 18:00"),
+                       ("notice_0.txt", "the lab now closes at 16:00")):
+        (work / "raw" / "handbook" / name).write_text(f"Notice: {text}.\n", encoding="utf-8")
         report = run_index(work / "raw", work / "lake", keep_generations=1, golden_file="none")
         assert report["success"], report["failures"]
         assert report["published_index"]["promoted"] is True
+    # the caches hold what the newest generation was built from, and nothing of the edited file's old text
+    assert report["lake_housekeeping"]["cache_rows_removed"][s.PARSE_CACHE] == 1
+    newest = lake.read_generation(max(g["generation"] for g in lake.list_generations()))
+    files = [lake.open_published(name, newest).to_lance().to_table(columns=["sha256", "source"]).to_pylist() for name in (s.DOCUMENTS, s.QUARANTINE)]
+    parse_key = parse_key_of(Settings().ocr_lang)
+    assert lake.cached_parse_keys([parse_key(f["sha256"], f["source"]) for rows in files for f in rows]) == set(lake.db.open_table(s.PARSE_CACHE).to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist())
+    fingerprints = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["fingerprint"]).column("fingerprint").to_pylist())
+    assert lake.cached_vector_keys(newest["model"]["key"], list(fingerprints)) == fingerprints
+    assert lake.db.open_table(s.embedding_cache_table(newest["model"]["key"])).count_rows() == len(fingerprints)
     served = lake.read_manifest()["generation"]
     kept = [g["generation"] for g in lake.list_generations()]
     assert kept == [served - 1, served]

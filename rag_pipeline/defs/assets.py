@@ -33,7 +33,7 @@ from rag_pipeline.defs.shards import (
 )
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import scan_raw_folder
-from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key
+from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key, parse_key_of
 from rag_pipeline.ingest.pool import is_transient, parse_many
 from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
 from rag_pipeline.progress import Progress
@@ -512,9 +512,10 @@ def served_metadata(manifest: dict, *, previous: dict | None, action: str) -> di
 def lake_housekeeping(
     context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource
 ) -> dg.MaterializeResult:
-    """Old generations, LanceDB versions and staging folders removed; the served generation and
-    the RAG_KEEP_GENERATIONS before it (what rollback needs) are kept."""
+    """Old generations, LanceDB versions, cache entries the newest generation does not use and
+    staging folders removed; the served generation and the RAG_KEEP_GENERATIONS before it (what
+    rollback needs) are kept."""
     settings = rag.settings()
-    report = Lake(settings.lake_dir).prune(keep=settings.keep_generations)
+    report = Lake(settings.lake_dir).prune(keep=settings.keep_generations, parse_key=parse_key_of(settings.ocr_lang))
     context.log.info(f"housekeeping: {report}")
     return dg.MaterializeResult(metadata=report)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import PurePosixPath
 
 from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
 
@@ -24,6 +26,12 @@ PARSE_CACHE_VERSION = 6
 def parse_cache_key(sha256: str, ocr_lang: str, suffix: str) -> str:
     """Content, OCR languages and extension: the same bytes named .txt and .exe parse differently."""
     return hashlib.sha256(f"v{PARSE_CACHE_VERSION}\0{ocr_lang}\0{suffix.lower()}\0{sha256}".encode()).hexdigest()
+
+
+def parse_key_of(ocr_lang: str) -> Callable[[str, str], str]:
+    """(sha256, source path) -> the parse cache key a run with these OCR languages uses: what
+    cache housekeeping (store.lake.Lake.prune) keeps for the files a generation holds."""
+    return lambda sha256, source: parse_cache_key(sha256, ocr_lang, PurePosixPath(source).suffix)
 
 
 def outcome_to_json(outcome: ParsedDocument | UnreadableDocument) -> str:

@@ -17,7 +17,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -383,13 +383,15 @@ class Lake:
             generations.append(manifest)
         return generations
 
-    def prune(self, keep: int) -> dict:
+    def prune(self, keep: int, parse_key: Callable[[str, str], str] | None = None) -> dict:
         """Drop generations, table versions and staging folders nothing can serve any more.
 
         Kept: the served generation, the `keep` generations served before it (rollback walks
         back through them), and the newest staged one (it may await an explicit promote).
         LanceDB versions not recorded by a kept generation are deleted; the cache tables are
-        compacted and keep only their latest version. Caller holds the writer lock.
+        compacted and keep only their latest version. With `parse_key` ((sha256, source) -> the
+        parse cache key), cache entries the newest generation was not built from are deleted
+        first (`_prune_caches`). Caller holds the writer lock.
         """
         if keep < 1:
             raise ValueError(f"keep must be at least 1 (rollback needs a previous generation), got {keep}")
@@ -410,6 +412,7 @@ class Lake:
             path.with_suffix(".eval.json").unlink(missing_ok=True)
             path.unlink(missing_ok=True)
         versions_removed = 0
+        cache_rows_removed = self._prune_caches(generations[max(generations)], parse_key) if generations and parse_key else {}
         with self.writing("remove old table versions"):
             tables = self._tables()
             for name in (*PUBLISHED_TABLES, s.TERM_STATS):
@@ -435,9 +438,52 @@ class Lake:
             "generations_removed": len(removed),
             "table_versions_removed": versions_removed,
             "staging_runs_removed": staging_removed,
+            "cache_rows_removed": cache_rows_removed,
             "lake_bytes_before": before,
             "lake_bytes_after": _disk_bytes(self.lake_dir),
         }
+
+    def _prune_caches(self, newest: dict, parse_key: Callable[[str, str], str]) -> dict[str, int]:
+        """Delete cache entries the newest generation was not built from: the parses and chunkings of
+        file contents no longer in the folder, the vectors of chunk texts no longer indexed.
+
+        Caches are content-addressed, so a wrong guess costs a re-parse or re-embedding, never a
+        wrong answer; without this they grow with every changed file (bench/disk_growth.py).
+        Kept: the parse of every document and quarantined file of the newest generation, every
+        chunking all of whose chunk ids it indexes, the vectors of its chunk fingerprints (its
+        model's cache only: another model's vectors serve a switch back).
+        """
+        rows = {}
+        for name in (s.DOCUMENTS, s.QUARANTINE):
+            table = self.open_published(name, newest).to_lance().to_table(columns=["sha256", "source"])
+            rows[name] = zip(table.column("sha256").to_pylist(), table.column("source").to_pylist())
+        parse_keys = {parse_key(sha, source) for name in rows for sha, source in rows[name] if sha}
+        chunks = self.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["chunk_id", "fingerprint"])
+        chunk_ids = set(chunks.column("chunk_id").to_pylist())
+        fingerprints = set(chunks.column("fingerprint").to_pylist())
+        tables = self._tables()
+        removed = {}
+        if s.PARSE_CACHE in tables:
+            stored = self.db.open_table(s.PARSE_CACHE).to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist()
+            removed[s.PARSE_CACHE] = self._delete_keys(s.PARSE_CACHE, [k for k in stored if k not in parse_keys])
+        if s.CHUNK_CACHE in tables:
+            stored = self.db.open_table(s.CHUNK_CACHE).to_lance().to_table(columns=["cache_key", "chunk_id"])
+            unused = [k for k, ids in zip(stored.column("cache_key").to_pylist(), stored.column("chunk_id").to_pylist())
+                      if not set(ids) <= chunk_ids]
+            removed[s.CHUNK_CACHE] = self._delete_keys(s.CHUNK_CACHE, unused)
+        vectors = s.embedding_cache_table(newest["model"]["key"])
+        if vectors in tables:
+            stored = self.db.open_table(vectors).to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist()
+            removed[vectors] = self._delete_keys(vectors, [k for k in stored if k not in fingerprints])
+        return removed
+
+    def _delete_keys(self, name: str, keys: list[str], batch: int = 500) -> int:
+        with self.writing(f"delete {len(keys)} unused rows from {name}"):
+            table = self.db.open_table(name)
+            for start in range(0, len(keys), batch):
+                quoted = ", ".join("'" + k.replace("'", "''") + "'" for k in keys[start : start + batch])
+                table.delete(f"cache_key IN ({quoted})")
+        return len(keys)
 
     def _prune_staging(self, keep_runs: int = 1) -> int:
         """Remove stage outputs of old runs, except what a run on this lake may still read.
