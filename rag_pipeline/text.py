@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 
@@ -97,11 +98,19 @@ def _to_simplified():
     return opencc.OpenCC("t2s")
 
 
-@lru_cache(maxsize=1)
-def _english_stemmer():
-    import snowballstemmer
+_STEMMERS = threading.local()
 
-    return snowballstemmer.stemmer("english")  # Porter2, the stemmer LanceDB/tantivy use for English
+
+def _english_stemmer():
+    """This thread's Porter2 stemmer (the one LanceDB/tantivy use for English). A snowballstemmer
+    object keeps the word it is working on in itself, so threads sharing one (the server's
+    workers) corrupt each other's words: an IndexError mid-stem was a 500 in CI."""
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _STEMMERS.english = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 @lru_cache(maxsize=200_000)

@@ -88,3 +88,33 @@ def test_a_chinese_question_asks_no_answer_for_its_interrogatives():
     assert "里昂" in question_tokens("在法国里昂留学的那位学生叫什么名字？")  # 里 goes only as a word of its own
     assert "部分" in question_tokens("这部分内容是什么？") and set(question_tokens("这部电影的导演是谁？")) == {"电影", "导演"}
     assert question_tokens("Which class is the student in?") == search_tokens("Which class is the student in?")
+
+
+def test_threads_stemming_at_once_get_the_words_one_thread_gets():
+    """The server answers on several threads; a stemmer shared between them mixed up words
+    (IndexError inside snowballstemmer, a 500 from /ask in CI)."""
+    import threading
+
+    from rag_pipeline import text
+
+    words = [f"{base}{suffix}" for base in ("connect", "general", "nation", "operat", "relat", "adjust")
+             for suffix in ("ions", "ional", "izations", "ively", "ements", "ing", "ness", "fulness")]
+    words = [f"{w}{'x' * i}" for i in range(40) for w in words]  # distinct words: the lru_cache does not answer
+    expected = {w: text._english_stemmer().stemWord(w) for w in words}
+    text.stem.cache_clear()
+    failures = []
+
+    def work(offset: int) -> None:
+        try:
+            for w in words[offset:] + words[:offset]:
+                if text.stem(w) != expected[w]:
+                    failures.append(w)
+        except Exception as exc:  # noqa: BLE001 - the race surfaces as any error
+            failures.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i * 97,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:5]
