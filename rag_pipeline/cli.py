@@ -421,6 +421,16 @@ def _step_workers(results) -> dict[str, str]:
     return workers
 
 
+def _housekeeping_report(results) -> dict | None:
+    """What the run's `lake_housekeeping` step removed (Lake.prune's report), or None if it did not run."""
+    for result in reversed(results):
+        for event in result.get_asset_materialization_events():
+            materialization = event.event_specific_data.materialization
+            if materialization.asset_key.path[-1] == "lake_housekeeping":
+                return {k: v.value for k, v in materialization.metadata.items()}
+    return None
+
+
 def _run_metadata(results) -> dict:
     """The summary's figures from the runs' materializations. A fanned-out index (cluster.fanout)
     reports each shard's counts in its own run: those are added up; the scan's and the publish's
@@ -456,6 +466,9 @@ def _report_index_run(args, results, check_names, raw: Path, lake: Path, up_to_d
         ]
         summary["success"] &= results[-1].dagster_run.tags.get(PHASE_TAG) == "publish"
         summary["shards_up_to_date"] = list(up_to_date)
+    housekeeping = _housekeeping_report(results)
+    if housekeeping:
+        summary["housekeeping"] = housekeeping
     events = [event for r in results for event in r.all_events]
     checks = [e.event_specific_data for e in events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     summary["checks"] = {c.check_name: "passed" if c.passed else "FAILED" for c in checks}
@@ -546,6 +559,8 @@ def format_index_summary(d: dict, check_rows_: list[tuple[str, str, str]]) -> st
     if have("promoted", "served_generation"):
         promoted = "promoted" if d.get("promoted") else "not promoted"
         stages.append(("publish", f"{promoted}; serving generation {n('served_generation')}"))
+    if d.get("housekeeping"):
+        stages.append(("housekeeping", format_prune_report(d["housekeeping"])))
     verdict = "succeeded" if d["success"] and all(r[1] in ("passed", "skipped") for r in check_rows_) else "FAILED"
     lines = [f"rag index {verdict}: run {d['run_id']}", f"  raw  {d['raw_dir']}", f"  lake {d['lake_dir']}", ""]
     if d.get("step_workers"):
@@ -554,6 +569,16 @@ def format_index_summary(d: dict, check_rows_: list[tuple[str, str, str]]) -> st
     lines.append("")
     lines += _table(("check", "verdict", "detail"), check_rows_ or [("-", "none ran", "")])
     return "\n".join(lines)
+
+
+def format_prune_report(report: dict) -> str:
+    """One line of what `Lake.prune` kept and removed (`rag generations prune`, `rag index`)."""
+    freed = (report["lake_bytes_before"] - report["lake_bytes_after"]) / 1e6
+    return (
+        f"kept generations {report['generations_kept']}; removed {report['generations_removed']} generations, "
+        f"{report['table_versions_removed']} table versions, {sum(report['cache_rows_removed'].values())} unused cache "
+        f"entries, {report['staging_runs_removed']} staging runs ({freed:.1f} MB freed)"
+    )
 
 
 _SUMMARY_KEYS = {
@@ -849,12 +874,7 @@ def cmd_generations(args) -> int:
 
     def fmt(data):
         if isinstance(data, dict) and "generations_kept" in data:
-            freed = (data["lake_bytes_before"] - data["lake_bytes_after"]) / 1e6
-            return (
-                f"kept generations {data['generations_kept']}; removed {data['generations_removed']} generations, "
-                f"{data['table_versions_removed']} table versions, {sum(data['cache_rows_removed'].values())} unused cache "
-                f"entries, {data['staging_runs_removed']} staging runs ({freed:.1f} MB freed)"
-            )
+            return format_prune_report(data)
         if isinstance(data, dict):
             return f"now serving generation {data['served_generation']} ({data['model']}: {_counts(data['counts'])})"
         lines = [f"{'':2}{'gen':>4}  {'staged at':<26} {'model':<24} counts"]

@@ -260,9 +260,10 @@ def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_
     lines = out.splitlines()
     assert lines[0].startswith("rag index succeeded: run ")
     stage_rows = {line.split()[0]: line for line in lines if line.split()[:1] and line.split()[0] in
-                  ("scan", "parse", "chunk", "embed", "stage", "publish")}
+                  ("scan", "parse", "chunk", "embed", "stage", "publish", "housekeeping")}
     assert "3 files: 3 added" in stage_rows["scan"] and "3 documents" in stage_rows["chunk"]
     assert "promoted; serving generation 1" in stage_rows["publish"]
+    assert "kept generations [1]; removed 0 generations" in stage_rows["housekeeping"], stage_rows
     checks = {line.split()[0]: line.split(None, 2)[1:] for line in lines if line.split()[:1] and line.split()[0].endswith(
         ("_truncated", "_consistent", "_accounted_for", "_matches", "_holds"))}
     assert checks["golden_quality_holds"] == ["skipped", "no golden set configured (RAG_GOLDEN_FILE=none)"], checks
@@ -282,6 +283,9 @@ def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_
         "verdict": "skipped", "detail": "no golden set configured (RAG_GOLDEN_FILE=none)"}, data["check_verdicts"]
     assert data["check_verdicts"]["model_pin_matches"]["verdict"] == "passed"
     assert set(data["check_verdicts"]) == set(data["checks"])
+    # what housekeeping kept and removed (the served generation stays)
+    assert data["housekeeping"]["generations_kept"] == [data["generation"]], data["housekeeping"]
+    assert data["housekeeping"]["lake_bytes_after"] > 0
 
 
 # ---------------------------------------------------------------- item 6: fast start

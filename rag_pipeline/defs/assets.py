@@ -9,7 +9,6 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import dagster as dg
 import numpy as np
@@ -33,7 +32,7 @@ from rag_pipeline.defs.shards import (
 )
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import scan_raw_folder
-from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_cache_key, parse_key_of
+from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_key_of
 from rag_pipeline.ingest.pool import is_transient, parse_many
 from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
 from rag_pipeline.progress import Progress
@@ -97,8 +96,9 @@ def parse_documents(
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     raw_shards = {key: table for key, table in split_by_shard(raw_documents).items() if key in step_shards(context)}
+    parse_key = parse_key_of(settings.ocr_lang)
     keys = {
-        doc_id: parse_cache_key(sha, settings.ocr_lang, Path(os.fsdecode(path)).suffix)
+        doc_id: parse_key(sha, os.fsdecode(path))
         for table in raw_shards.values()
         for doc_id, sha, path in zip(*(table.column(c).to_pylist() for c in ("doc_id", "sha256", "path")))
     }

@@ -125,19 +125,19 @@ def _drop_low_confidence_pages(parsed: ParsedDocument, threshold: float, releasa
         return parsed
     kept = [b for b in parsed.blocks
             if b.ocr_confidence is None or (b.page not in bad_pages and b.ocr_confidence >= threshold)]
-    notes = []
+    notes, why_empty = [], []
     if bad:
         listed = ", ".join(f"{p['page']} ({p['confidence']:.1f})" for p in bad)
         detail = f"OCR word confidence below threshold {threshold:g} on page(s) {listed}"
-        if not any(b.text.strip() for b in kept):
-            return releasable("ocr_low_confidence", f"every OCR'd page is unreadable: {detail}", parsed, parsed.ocr_confidence)
         notes.append(f"{PAGES_DROPPED_NOTE}: {detail}")
+        why_empty.append(f"every OCR'd page is unreadable: {detail}" if not low else detail)
     if low:
         pages = sorted({b.page for b in low}, key=lambda n: (n is None, n))
         per_page = ", ".join(f"{n} ({sum(b.page == n for b in low)})" for n in pages)
         notes.append(f"{PARAGRAPHS_DROPPED_NOTE}: {len(low)} below threshold {threshold:g} on page(s) {per_page}")
-        if not any(b.text.strip() for b in kept):
-            return releasable("ocr_low_confidence", f"no OCR paragraph reaches threshold {threshold:g}", parsed, parsed.ocr_confidence)
+        why_empty.insert(0, f"no OCR paragraph reaches threshold {threshold:g}")
+    if not any(b.text.strip() for b in kept):
+        return releasable("ocr_low_confidence", "; ".join(why_empty), parsed, parsed.ocr_confidence)
     good = [p for p in parsed.ocr_pages if p["confidence"] >= threshold]
     words = sum(p["words"] for p in good)
     confidence = round(sum(p["confidence"] * p["words"] for p in good) / words, 1) if words else None

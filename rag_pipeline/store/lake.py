@@ -194,9 +194,13 @@ class Lake:
         """Which keys a cache table holds: the key column only (to size a step's work up front)."""
         if name not in self._tables() or not keys:
             return set()
-        stored = self.db.open_table(name).to_lance().to_table(columns=["cache_key"]).column("cache_key")
+        stored = self._stored(name, ["cache_key"]).column("cache_key")
         wanted = pa.array(list(set(keys)), pa.string())
         return set(pc.filter(wanted, pc.is_in(wanted, value_set=stored)).to_pylist())
+
+    def _stored(self, name: str, columns: list[str]) -> pa.Table:
+        """Some columns of every row of a cache table (its key column, to decide what to keep)."""
+        return self.db.open_table(name).to_lance().to_table(columns=columns)
 
     def _lookup(self, name: str, keys: list[str], columns: list[str]) -> pa.Table:
         """Rows of a content-addressed cache table whose cache_key is among keys.
@@ -453,27 +457,28 @@ class Lake:
         chunking all of whose chunk ids it indexes, the vectors of its chunk fingerprints (its
         model's cache only: another model's vectors serve a switch back).
         """
-        rows = {}
+        parse_keys = set()
         for name in (s.DOCUMENTS, s.QUARANTINE):
             table = self.open_published(name, newest).to_lance().to_table(columns=["sha256", "source"])
-            rows[name] = zip(table.column("sha256").to_pylist(), table.column("source").to_pylist())
-        parse_keys = {parse_key(sha, source) for name in rows for sha, source in rows[name] if sha}
+            for sha, source in zip(table.column("sha256").to_pylist(), table.column("source").to_pylist()):
+                if sha:
+                    parse_keys.add(parse_key(sha, source))
         chunks = self.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["chunk_id", "fingerprint"])
         chunk_ids = set(chunks.column("chunk_id").to_pylist())
         fingerprints = set(chunks.column("fingerprint").to_pylist())
         tables = self._tables()
         removed = {}
         if s.PARSE_CACHE in tables:
-            stored = self.db.open_table(s.PARSE_CACHE).to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist()
+            stored = self._stored(s.PARSE_CACHE, ["cache_key"]).column("cache_key").to_pylist()
             removed[s.PARSE_CACHE] = self._delete_keys(s.PARSE_CACHE, [k for k in stored if k not in parse_keys])
         if s.CHUNK_CACHE in tables:
-            stored = self.db.open_table(s.CHUNK_CACHE).to_lance().to_table(columns=["cache_key", "chunk_id"])
+            stored = self._stored(s.CHUNK_CACHE, ["cache_key", "chunk_id"])
             unused = [k for k, ids in zip(stored.column("cache_key").to_pylist(), stored.column("chunk_id").to_pylist())
                       if not set(ids) <= chunk_ids]
             removed[s.CHUNK_CACHE] = self._delete_keys(s.CHUNK_CACHE, unused)
         vectors = s.embedding_cache_table(newest["model"]["key"])
         if vectors in tables:
-            stored = self.db.open_table(vectors).to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist()
+            stored = self._stored(vectors, ["cache_key"]).column("cache_key").to_pylist()
             removed[vectors] = self._delete_keys(vectors, [k for k in stored if k not in fingerprints])
         return removed
 
