@@ -15,7 +15,8 @@ Gates compared, each replayed on recorded evidence (no retrieval at scoring time
   default, which it must equal).
 
 Fitting uses the fit halves only: of the benchmark sets and of each `--golden` set (its `split`
-field, a seeded hash of the id). Everything is reported on both halves; only the report halves
+field, a seeded hash of the id). bench/answerability.py's answer-removed cases (on topic, the
+asked fact cut out) are reported, not fitted on, unless `--fit-answer-removed`. Everything is reported on both halves; only the report halves
 count. A `--holdout` golden set (another corpus) is never fitted on and reported whole: the
 cross-corpus check of what the review will see on documents nobody here has read. A golden file is given as FILE=LAKE (a lake indexed from that golden set's corpus); its
 evidence is recorded with every answer composed (`ALWAYS_ANSWER`), so each gate's refusals and
@@ -157,6 +158,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--golden", action="append", default=[], help="GOLDEN_FILE=LAKE (repeatable): fit half fitted, report half reported")
     parser.add_argument("--holdout", action="append", default=[], help="GOLDEN_FILE=LAKE (repeatable): never fitted on, reported whole")
+    parser.add_argument("--fit-answer-removed", action="store_true",
+                        help="fit on the answer-removed cases too (tried, not shipped: bench/README.md); else they are only reported")
     args = parser.parse_args()
     bench = load_benchmark()
     golden, holdout = {}, {}
@@ -164,7 +167,8 @@ def main() -> int:
         for spec in specs:
             file, lake = spec.split("=", 1)
             into[Path(file).stem] = collect_golden(Path(file), Path(lake))
-    fit_rows = [r for r in bench if r["half"] == "fit"] + [r for rows in golden.values() for r in rows if r["half"] == "fit"]
+    fitted_bench = [r for r in bench if r["half"] == "fit" and (args.fit_answer_removed or r.get("case") != "answer_removed")]
+    fit_rows = fitted_bench + [r for rows in golden.values() for r in rows if r["half"] == "fit"]
     refit = fit(fit_rows)
     shipped = RefusalPolicy()
     print(f"fitted on {len(fit_rows)} cases: the fit halves of {sorted({r['set'] for r in fit_rows})}")
@@ -178,9 +182,15 @@ def main() -> int:
     }
     if (refit.weights, refit.intercept) != (shipped.weights, shipped.intercept):
         gates["logistic (refit)"] = Logistic(refit)
-    groups = {f"{name} · {half}": [r for r in bench if r["set"] == name and r["half"] == half]
-              for name in sorted({r["set"] for r in bench}) for half in ("fit", "report")}
-    table("benchmark questions (unanswerable = gold hidden)", groups, gates, "contains")
+    groups = {}
+    for name in sorted({r["set"] for r in bench}):
+        for half in ("fit", "report"):
+            rows = [r for r in bench if r["set"] == name and r["half"] == half]
+            groups[f"{name} · {half}"] = [r for r in rows if r.get("case") != "answer_removed"]
+            if any(r.get("case") == "answer_removed" for r in rows):
+                groups[f"{name} · {half} · answer removed"] = [r for r in rows if r.get("case") == "answer_removed"]
+    table("benchmark questions (unanswerable = gold hidden; answer removed: its sentences cut from the gold paragraph)",
+          groups, gates, "contains")
     for name, rows in golden.items():
         report = [r for r in rows if r["half"] == "report"]
         groups = {"fit half (fitted on)": [r for r in rows if r["half"] == "fit"], "report half": report}
