@@ -25,7 +25,6 @@ GATE_FEATURES = (
     "cross_lingual",  # the best passage is in another language than the question: keyword evidence is void
     "cross_lingual_dense_z",  # ... so dense evidence must carry the decision alone
     "cross_lingual_translated_coverage",  # ... with the share of the question's dictionary renderings one sentence holds
-    "missing_concept",  # the heaviest question concept the best sentence lacks: the entity is here, the asked attribute not
 )
 
 
@@ -52,7 +51,7 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (2.0849, 2.8712, 0.114, 0.3909, 0.4697, 0.2542, 1.2173, 0.0)
+    weights: tuple[float, ...] = (2.0849, 2.8712, 0.114, 0.3909, 0.4697, 0.2542, 1.2173)
     intercept: float = -3.2792
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
@@ -286,20 +285,6 @@ def best_sentence_coverage(question: str, hits: list[dict], term_weights: dict[s
     if not candidates:
         return 0.0
     return max(_sentence_coverages(groups or query_term_groups(question), candidates, term_weights)[2], default=0.0)
-
-
-def missing_concept(question: str, hits: list[dict], term_weights: dict[str, float]) -> float:
-    """The share of the question's weight held by the heaviest concept that the best-covering
-    sentence lacks (1.0 with no sentence). "What is Iwan Roberts' salary?" against his biography:
-    the names carry most of the idf, so coverage is high, but "salary" is missing here."""
-    candidates = candidate_sentences(hits)
-    groups = query_term_groups(question)
-    if not candidates or not groups:
-        return 1.0
-    groups, found, shares = _sentence_coverages(groups, candidates, term_weights)
-    heaviest = [max(term_weights.get(t, 0.0) for t in members) for members in groups]
-    best = found[max(range(len(shares)), key=shares.__getitem__)]
-    return max((w for w, f in zip(heaviest, best) if f == 0.0), default=0.0) / (sum(heaviest) or 1.0)
 
 
 def select_sentences(

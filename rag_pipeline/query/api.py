@@ -16,9 +16,7 @@ import pyarrow as pa
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, encoder_for
-from rag_pipeline.query.answer import (
-    Answer, RefusalPolicy, best_sentence_coverage, compose, context_hits, missing_concept, refusal_reason, select_sentences,
-)
+from rag_pipeline.query.answer import Answer, RefusalPolicy, best_sentence_coverage, compose, context_hits, refusal_reason, select_sentences
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
@@ -382,7 +380,6 @@ class RagIndex:
         evidence = {
             **evidence,
             "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3),
-            "missing_concept": round(missing_concept(question, top, weights), 3),
             "translated_sentence_coverage": round(best_sentence_coverage(question, top, rendered[1], rendered[0]), 3) if rendered else 0.0,
         }
         reason = refusal_reason(evidence, self.policy)
