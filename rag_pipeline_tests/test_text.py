@@ -118,3 +118,25 @@ def test_threads_stemming_at_once_get_the_words_one_thread_gets():
     for t in threads:
         t.join()
     assert not failures, failures[:5]
+
+
+def test_threads_tokenizing_and_translating_at_once_get_what_one_thread_gets():
+    """The other shared per-process helpers a server thread calls per question (jieba, OpenCC's
+    converter, the dictionary translation) give each thread the single-threaded result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rag_pipeline import text
+    from rag_pipeline.query.translate import translate_query
+
+    questions = ["新員工的試用期是多長時間？", "服務中心的電話號碼是什麼", "黑豹队的防守丢了多少分", "培顿·曼宁带领两支不同球队进入超级碗",
+                 "What internal number do I call to report a fire?", "How many vacation days do new employees get?"]
+    texts = [f"{q} {i}" for i in range(60) for q in questions]  # distinct strings: no lru_cache answers
+    expected = {t: (text.search_tokens(t), repr(translate_query(t))) for t in texts}
+    text.fold_chinese.cache_clear()
+
+    def work(offset: int) -> list[str]:
+        return [t for t in texts[offset:] + texts[:offset] if (text.search_tokens(t), repr(translate_query(t))) != expected[t]]
+
+    with ThreadPoolExecutor(8) as pool:
+        failures = [t for wrong in pool.map(work, range(0, 8 * 37, 37)) for t in wrong]
+    assert not failures, failures[:5]
