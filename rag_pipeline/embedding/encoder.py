@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import threading
 from collections.abc import Callable
@@ -171,16 +170,18 @@ def apply_precision(model, precision: str):
 def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str = "fp32", device: str = "cpu") -> Encoder:
     """Load once per process; the model weights are the expensive part of a query.
 
-    The built-in model at fp32 loads only its numpy query encoder here (no torch); its
-    sentence-transformers model follows on first use by passages. Anything else loads now."""
+    At fp32, the built-in model and any local folder of the same layout (BERT, mean pooling,
+    normalize: `query_encoder.supported_layout`) load only the numpy query encoder here (no torch);
+    the sentence-transformers model follows on first use by passages or token counts, so a query
+    or a run that embeds and chunks nothing never imports torch. Anything else loads now."""
     path, built = _resolve_or_fail(spec, cache_dir)
-    if built is not None and precision == "fp32":
-        identity = replace(_identity_of_built(built), precision=precision)
-        query_encoder = _query_encoder(spec, path)
-        if query_encoder is not None:
-            if query_encoder.dimension != identity.dimension:
-                raise ModelLoadError(f"the embedding model {spec!r} has {query_encoder.dimension} dimensions, its identity says {identity.dimension}")
-            return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device), query_encoder=query_encoder)
+    query_encoder = _query_encoder(spec, path) if precision == "fp32" and (built is not None or Path(path).is_dir()) else None
+    if query_encoder is not None:
+        identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path), query_encoder.dimension)
+        identity = replace(identity, precision=precision)
+        if query_encoder.dimension != identity.dimension:
+            raise ModelLoadError(f"the embedding model {spec!r} has {query_encoder.dimension} dimensions, its identity says {identity.dimension}")
+        return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device), query_encoder=query_encoder)
     model = _sentence_transformer(spec, path, precision, device)
     identity = _identity_of_built(built) if built is not None else _identity_of_any(spec, model)
     identity = replace(identity, precision=precision)
@@ -270,7 +271,22 @@ def _onnx_backend(path: str, cache_dir: Path, identity: ModelIdentity, model, ba
 
 def _identity_of_any(spec: str, model) -> ModelIdentity:
     """Identity for an arbitrary sentence-transformers model: hash its weight files if local."""
-    prompts = getattr(model, "prompts", {}) or {}
+    return _identity(spec, int(model.get_sentence_embedding_dimension()), getattr(model, "prompts", {}) or {})
+
+
+def _identity_of_folder(spec: str, folder: Path, dimension: int) -> ModelIdentity:
+    """The identity `_identity_of_any` gives the loaded model, read off its folder's files (the
+    prompts sentence-transformers would load from config_sentence_transformers.json)."""
+    try:
+        config = json.loads((folder / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        config = {}
+    except (OSError, ValueError) as exc:
+        raise _load_error(spec, exc) from exc
+    return _identity(spec, dimension, config.get("prompts") or {})
+
+
+def _identity(spec: str, dimension: int, prompts: dict) -> ModelIdentity:
     digest = hashlib.sha256()
     local = Path(spec)
     files = sorted(local.rglob("*.safetensors")) + sorted(local.rglob("*.bin")) if local.exists() else []
@@ -281,7 +297,7 @@ def _identity_of_any(spec: str, model) -> ModelIdentity:
     return ModelIdentity(
         name=spec,
         weights_sha256=digest.hexdigest(),
-        dimension=int(model.get_sentence_embedding_dimension()),
+        dimension=dimension,
         query_prompt=prompts.get("query", ""),
         passage_prompt=prompts.get("passage", prompts.get("document", "")),
         normalize=True,

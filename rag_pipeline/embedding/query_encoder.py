@@ -25,11 +25,19 @@ from pathlib import Path
 
 import numpy as np
 
-_MODULES = (
-    "sentence_transformers.models.Transformer",
-    "sentence_transformers.models.Pooling",
-    "sentence_transformers.models.Normalize",
+_MODULES = (  # as sentence-transformers < 6 names them, then as 6 does
+    (
+        "sentence_transformers.models.Transformer",
+        "sentence_transformers.models.Pooling",
+        "sentence_transformers.models.Normalize",
+    ),
+    (
+        "sentence_transformers.base.modules.transformer.Transformer",
+        "sentence_transformers.sentence_transformer.modules.pooling.Pooling",
+        "sentence_transformers.base.modules.normalize.Normalize",
+    ),
 )
+FAST_TOKENIZER_CLASSES = ("PreTrainedTokenizerFast", "TokenizersBackend")
 _POOLING_MODES = (
     "pooling_mode_cls_token",
     "pooling_mode_max_tokens",
@@ -59,19 +67,25 @@ def supported_layout(folder: Path) -> int | None:
         and config.get("hidden_act") == "gelu"
         and config.get("position_embedding_type", "absolute") == "absolute"
         and config.get("hidden_size", 0) % max(1, config.get("num_attention_heads", 0)) == 0
-        and config.get("torch_dtype", "float32") == "float32"
+        and (config.get("torch_dtype") or config.get("dtype") or "float32") == "float32"  # "dtype" since transformers 5
+    )
+    mean_pooling = (  # sentence-transformers < 6: one flag per mode; 6: "pooling_mode"
+        pooling.get("pooling_mode_mean_tokens") is True and not any(pooling.get(mode) for mode in _POOLING_MODES)
+        or pooling.get("pooling_mode") == "mean"
     )
     pipeline = (
-        [m.get("type") for m in modules] == list(_MODULES)
+        tuple(m.get("type") for m in modules) in _MODULES
         and modules[0].get("path", "") == ""
         and modules[1].get("path") == "1_Pooling"
-        and pooling.get("pooling_mode_mean_tokens") is True
-        and not any(pooling.get(mode) for mode in _POOLING_MODES)
+        and mean_pooling
         and pooling.get("include_prompt", True) is True
-        and pooling.get("word_embedding_dimension") == config.get("hidden_size")
+        and pooling.get("word_embedding_dimension", pooling.get("embedding_dimension")) == config.get("hidden_size")
         and not st_config.get("do_lower_case", False)
+        and st_config.get("transformer_task", "feature-extraction") == "feature-extraction"
+        and st_config.get("module_output_name", "token_embeddings") == "token_embeddings"
     )
-    tokenizer = tok_config.get("tokenizer_class") == "PreTrainedTokenizerFast" and (folder / "tokenizer.json").is_file()
+    # the generic fast tokenizer: tokenizer.json is all it runs (transformers 5 renamed the class TokenizersBackend)
+    tokenizer = tok_config.get("tokenizer_class") in FAST_TOKENIZER_CLASSES and (folder / "tokenizer.json").is_file()
     if not (plain_bert and pipeline and tokenizer and (folder / "model.safetensors").is_file()):
         return None
     limits = [st_config.get("max_seq_length"), config.get("max_position_embeddings"), tok_config.get("model_max_length")]

@@ -106,3 +106,47 @@ def test_a_folder_without_normalize_is_not_taken(tmp_path):
     modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
     (folder / "modules.json").write_text(json.dumps(modules[:2]), encoding="utf-8")
     assert supported_layout(folder) is None
+
+
+def test_a_local_folder_of_that_layout_loads_lazily_with_the_identity_of_the_loaded_model(tmp_path):
+    """A user's own sentence-transformers folder (here: the built-in one's files under another
+    path) gets the numpy query path too; its identity, read off the files, is the one the loaded
+    model gives, so lakes indexed before keep their pin."""
+    from sentence_transformers import SentenceTransformer
+
+    from rag_pipeline.embedding.encoder import _identity_of_any
+
+    folder = _copy_layout(tmp_path)
+    encoder = load_encoder(str(folder), str(tmp_path / "cache"), 8, "fp32")
+    assert encoder.query_encoder is not None and encoder._model is None  # nothing of torch loaded yet
+    loaded = _identity_of_any(str(folder), SentenceTransformer(str(folder), device="cpu"))
+    assert encoder.identity == loaded and encoder.identity.query_prompt == "query: "
+    question = "How many days of annual leave do employees get?"
+    reference = encoder._encode([encoder.identity.query_prompt + question], False)[0]  # loads the model now
+    assert encoder._model is not None
+    assert float(np.abs(encoder.encode_query(question) - reference).max()) <= 1e-6
+
+
+def test_a_model_saved_by_todays_sentence_transformers_takes_the_numpy_path(tmp_path):
+    """sentence-transformers 6 and transformers 5 write another layout (module names, "pooling_mode",
+    "dtype", the tokenizer class TokenizersBackend) for the same computation: a random 2-layer
+    BERT saved as a user would save their own model loads lazily and encodes queries alike."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Normalize, Pooling, Transformer
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(str(_encoder().query_encoder.folder))
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=514, pad_token_id=tokenizer.pad_token_id)
+              ).save_pretrained(str(tmp_path / "hf"))
+    tokenizer.save_pretrained(str(tmp_path / "hf"))
+    modules = [Transformer(str(tmp_path / "hf"), max_seq_length=512), Pooling(32, "mean"), Normalize()]
+    SentenceTransformer(modules=modules, device="cpu").save(str(tmp_path / "mine"))
+
+    assert supported_layout(tmp_path / "mine") == 512
+    encoder = load_encoder(str(tmp_path / "mine"), str(tmp_path / "cache"), 8, "fp32")
+    assert encoder.query_encoder is not None and encoder._model is None
+    worst = max(float(np.abs(encoder.encode_query(q) - encoder._encode([q], False)[0]).max()) for q in _questions())
+    assert worst <= 1e-6, worst
