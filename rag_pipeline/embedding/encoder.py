@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rag_pipeline.config import BUILTIN_MODEL, apply_offline_environment, compute_threads, hub_offline
+from rag_pipeline.embedding.query_encoder import supported_layout
 
 apply_offline_environment()  # HF_HUB_OFFLINE etc. before sentence_transformers is imported
 
@@ -54,18 +55,21 @@ class ModelMismatchError(RuntimeError):
 class Encoder:
     """A loaded model plus its identity. Passages are encoded longest-first in batches.
 
-    With ``query_encoder`` set (the built-in model at fp32), queries are encoded by it without
-    torch and the sentence-transformers model is loaded by ``load_model`` only when something
-    needs it (passages, token counts): a cold `rag ask` never imports torch (issue 19)."""
+    With ``load_query_encoder`` set (fp32, a folder the numpy encoder reproduces), queries are
+    encoded without torch, and each part loads on first use only: the sentence-transformers model
+    by ``load_model`` (passages, token counts), the numpy one by ``load_query_encoder`` (queries).
+    A cold `rag ask` never imports torch (issue 19); an indexing run never holds the query
+    encoder's tokenizer (~290 MB for the built-in model's 250k-word vocabulary)."""
 
-    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None, *, load_model=None, query_encoder=None):
+    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None, *, load_model=None, load_query_encoder=None):
         self._model = model  # the sentence-transformers model: tokenizer, limits, and fp32/bf16/int8 encoding
         self._load_model = load_model
+        self._load_query_encoder = load_query_encoder
+        self._query_encoder = None
         self._model_lock = threading.Lock()
         self.identity = identity
         self.batch_size = batch_size
         self.backend = backend  # an OnnxPassageEncoder encodes instead when set (int8-onnx)
-        self.query_encoder = query_encoder  # query_encoder.NumpyQueryEncoder, or None: the model encodes queries
 
     @property
     def model(self):
@@ -74,6 +78,15 @@ class Encoder:
                 if self._model is None:
                     self._model = self._load_model()
         return self._model
+
+    @property
+    def query_encoder(self):
+        """The query_encoder.NumpyQueryEncoder, or None: the model encodes queries."""
+        if self._query_encoder is None and self._load_query_encoder is not None:
+            with self._model_lock:
+                if self._query_encoder is None:
+                    self._query_encoder = self._load_query_encoder()
+        return self._query_encoder
 
     @model.setter
     def model(self, value) -> None:
@@ -175,13 +188,11 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
     the sentence-transformers model follows on first use by passages or token counts, so a query
     or a run that embeds and chunks nothing never imports torch. Anything else loads now."""
     path, built = _resolve_or_fail(spec, cache_dir)
-    query_encoder = _query_encoder(spec, path) if precision == "fp32" and (built is not None or Path(path).is_dir()) else None
-    if query_encoder is not None:
-        identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path), query_encoder.dimension)
+    if precision == "fp32" and (built is not None or Path(path).is_dir()) and supported_layout(Path(path)):
+        identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path))
         identity = replace(identity, precision=precision)
-        if query_encoder.dimension != identity.dimension:
-            raise ModelLoadError(f"the embedding model {spec!r} has {query_encoder.dimension} dimensions, its identity says {identity.dimension}")
-        return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device), query_encoder=query_encoder)
+        return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device),
+                       load_query_encoder=lambda: _query_encoder(spec, path, identity.dimension))
     model = _sentence_transformer(spec, path, precision, device)
     identity = _identity_of_built(built) if built is not None else _identity_of_any(spec, model)
     identity = replace(identity, precision=precision)
@@ -204,13 +215,16 @@ def _resolve_or_fail(spec: str, cache_dir: str) -> tuple[str, dict | None]:
         raise _load_error(spec, exc) from exc
 
 
-def _query_encoder(spec: str, path: str):
+def _query_encoder(spec: str, path: str, dimension: int):
     from rag_pipeline.embedding.query_encoder import load_query_encoder
 
     try:
-        return load_query_encoder(path)
+        query_encoder = load_query_encoder(path)
     except Exception as exc:  # a damaged tokenizer.json or weights file: the same error as the model's
         raise _load_error(spec, exc) from exc
+    if query_encoder is None or query_encoder.dimension != dimension:
+        raise ModelLoadError(f"the embedding model {spec!r} changed on disk: its files no longer match its identity ({dimension} dimensions)")
+    return query_encoder
 
 
 def torch_device(device: str) -> str:
@@ -274,14 +288,15 @@ def _identity_of_any(spec: str, model) -> ModelIdentity:
     return _identity(spec, int(model.get_sentence_embedding_dimension()), getattr(model, "prompts", {}) or {})
 
 
-def _identity_of_folder(spec: str, folder: Path, dimension: int) -> ModelIdentity:
-    """The identity `_identity_of_any` gives the loaded model, read off its folder's files (the
-    prompts sentence-transformers would load from config_sentence_transformers.json)."""
+def _identity_of_folder(spec: str, folder: Path) -> ModelIdentity:
+    """The identity `_identity_of_any` gives the loaded model, read off its folder's files: the
+    hidden size (mean pooling keeps it) and the prompts sentence-transformers would load from
+    config_sentence_transformers.json."""
     try:
-        config = json.loads((folder / "config_sentence_transformers.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        config = {}
-    except (OSError, ValueError) as exc:
+        dimension = int(json.loads((folder / "config.json").read_text(encoding="utf-8"))["hidden_size"])
+        st_config = folder / "config_sentence_transformers.json"
+        config = json.loads(st_config.read_text(encoding="utf-8")) if st_config.is_file() else {}
+    except (OSError, ValueError, KeyError) as exc:
         raise _load_error(spec, exc) from exc
     return _identity(spec, dimension, config.get("prompts") or {})
 

@@ -118,6 +118,7 @@ def test_a_local_folder_of_that_layout_loads_lazily_with_the_identity_of_the_loa
 
     folder = _copy_layout(tmp_path)
     encoder = load_encoder(str(folder), str(tmp_path / "cache"), 8, "fp32")
+    assert encoder._query_encoder is None and encoder._model is None  # each loads on first use: an index run needs no query encoder
     assert encoder.query_encoder is not None and encoder._model is None  # nothing of torch loaded yet
     loaded = _identity_of_any(str(folder), SentenceTransformer(str(folder), device="cpu"))
     assert encoder.identity == loaded and encoder.identity.query_prompt == "query: "
