@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rag_pipeline.config import BUILTIN_MODEL, apply_offline_environment, compute_threads, hub_offline
-from rag_pipeline.embedding.query_encoder import supported_layout
+from rag_pipeline.embedding.query_encoder import load_query_encoder, supported_layout
 
 apply_offline_environment()  # HF_HUB_OFFLINE etc. before sentence_transformers is imported
 
@@ -79,6 +79,10 @@ class Encoder:
                     self._model = self._load_model()
         return self._model
 
+    @model.setter
+    def model(self, value) -> None:
+        self._model = value
+
     @property
     def query_encoder(self):
         """The query_encoder.NumpyQueryEncoder, or None: the model encodes queries."""
@@ -87,10 +91,6 @@ class Encoder:
                 if self._query_encoder is None:
                     self._query_encoder = self._load_query_encoder()
         return self._query_encoder
-
-    @model.setter
-    def model(self, value) -> None:
-        self._model = value
 
     def encode_passages(
         self, texts: list[str], show_progress: bool = False, on_batch: Callable[[int], None] | None = None
@@ -184,9 +184,10 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
     """Load once per process; the model weights are the expensive part of a query.
 
     At fp32, the built-in model and any local folder of the same layout (BERT, mean pooling,
-    normalize: `query_encoder.supported_layout`) load only the numpy query encoder here (no torch);
-    the sentence-transformers model follows on first use by passages or token counts, so a query
-    or a run that embeds and chunks nothing never imports torch. Anything else loads now."""
+    normalize: `query_encoder.supported_layout`) load nothing here: the identity is read off the
+    files, the numpy query encoder loads on the first query (no torch), the sentence-transformers
+    model on the first passages or token counts. So a query, or a run that embeds and chunks
+    nothing, never imports torch. Anything else loads now."""
     path, built = _resolve_or_fail(spec, cache_dir)
     if precision == "fp32" and (built is not None or Path(path).is_dir()) and supported_layout(Path(path)):
         identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path))
@@ -216,8 +217,6 @@ def _resolve_or_fail(spec: str, cache_dir: str) -> tuple[str, dict | None]:
 
 
 def _query_encoder(spec: str, path: str, dimension: int):
-    from rag_pipeline.embedding.query_encoder import load_query_encoder
-
     try:
         query_encoder = load_query_encoder(path)
     except Exception as exc:  # a damaged tokenizer.json or weights file: the same error as the model's
