@@ -12,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 
-from rag_pipeline.query.retrieve import query_term_groups
+from rag_pipeline.query.retrieve import code_found, query_term_groups
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.text import search_tokens
 
@@ -51,8 +51,8 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (2.0849, 2.8712, 0.114, 0.3909, 0.4697, 0.2542, 1.2173)
-    intercept: float = -3.2792
+    weights: tuple[float, ...] = (2.012, 2.9299, 0.1246, 0.38, 0.4782, 0.2491, 1.1864)
+    intercept: float = -3.276
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
 
@@ -265,7 +265,8 @@ def _sentence_coverages(groups, candidates, term_weights: dict[str, float], rend
     found: list[list[float]] = []  # per candidate, per group: the weight of the heaviest spelling it holds
     for _, _, unit in candidates:
         tokens = set(search_tokens(unit))
-        row = [max((term_weights.get(t, 0.0) for t in members & tokens), default=0.0) for members in groups]
+        row = [max((term_weights.get(t, 0.0) for t in members & tokens), default=0.0) if code_found(members, members & tokens) else 0.0
+               for members in groups]
         if renderings and rendered_share > 0.0:
             for g, rendered in enumerate(renderings):
                 if rendered and row[g] < heaviest[g]:

@@ -88,7 +88,9 @@ def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
     outweighs the rest of the question. Answer sentence selection
     scores by groups (the title "R-500 手册" must not beat "每运行 500 小时:更换滚刷" for "R-500 的滚刷
     多久更换一次"): a group weighs as its heaviest spelling and counts as found with the heaviest
-    spelling a sentence holds ("e" alone, from E-45, is not E-71). lexical_coverage keeps counting
+    spelling a sentence holds, a code's parts only all together (`code_found`: "e" alone, from
+    E-45, is not E-71). English clitics left by the tokenizer ("s" of "what's", "t" of "don't")
+    are no group: "mm/s" would find the "s" of "What's wrong?". lexical_coverage keeps counting
     spellings apart: fusion's cross-language code matching was fitted on that scale.
     """
     terms = query_terms(query)
@@ -105,7 +107,22 @@ def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
         members -= absorbed
         absorbed |= members
         groups.append(frozenset(members))
-    return tuple(groups) + tuple(frozenset([t]) for t in sorted(terms - absorbed))
+    return tuple(groups) + tuple(frozenset([t]) for t in sorted(terms - absorbed - _CLITICS))
+
+
+_CLITICS = frozenset({"s", "t", "ll", "re", "ve"})
+_CODE_SEPARATORS = "-_./"
+
+
+def code_found(members: frozenset[str], held: set[str]) -> bool:
+    """Does a sentence holding `held` of a term group's spellings hold the group? A code group
+    ("e-31", "e31", "e", "31") is held by its whole or joined spelling, or by all its parts
+    ("E 31"); one part alone is another code's ("e" of E-45). Other groups: any spelling."""
+    wholes = {m for m in members if any(sep in m for sep in _CODE_SEPARATORS)}
+    if not wholes or not held:
+        return bool(held)
+    joined = {"".join(c for c in w if c not in _CODE_SEPARATORS) for w in wholes}
+    return bool(held & (wholes | joined)) or members - wholes - joined <= held
 
 
 def lexical_coverage(

@@ -204,3 +204,21 @@ def test_an_initial_does_not_end_the_quoted_sentence():
     kept "Ambani Chairman & Managing Director" and lost the first name."""
     units = answer_units("Mukesh D. Ambani is Chairman & Managing Director. He joined in 1981. Norwich City F.C. Hall of Fame.")
     assert units == ["Mukesh D. Ambani is Chairman & Managing Director.", "He joined in 1981.", "Norwich City F.C. Hall of Fame."]
+
+
+def test_a_code_is_quoted_where_it_stands_not_where_another_code_shares_its_letter():
+    """"E-31" is tokenized as e-31, e31, e, 31; the "e" of E-45 is not E-31, and the "s" of
+    "What's" is not the "s" of "mm/s" (both once outweighed the asked row)."""
+    from rag_pipeline.query.retrieve import code_found, query_term_groups
+
+    rows = ("Code: E-45; Meaning: Safety lidar blocked; What to do: Clean the window. Until the error is cleared, the arm runs at 250 mm/s.\n"
+            "Code: E-31; Meaning: Controller overtemperature (above 70 °C); What to do: Clean the NC-7 air filter.")
+    question = "The X-2000 shows error E-31. What's wrong?"
+    # the idf weights the sample index gives this question's terms
+    term_weights = {"e-31": 3.38, "e31": 3.38, "e": 2.28, "31": 2.28, "error": 2.87, "s": 2.53, "show": 2.87, "wrong": 4.48,
+                    "x-2000": 2.08, "x2000": 2.08, "x": 2.08, "2000": 2.08}
+    picked = select_sentences(question, [hit("d-1", "d", rows)], term_weights)
+    assert picked[0][1].startswith("Code: E-31"), picked
+    assert frozenset({"s"}) not in query_term_groups(question)
+    code = frozenset({"e-31", "e31", "e", "31"})
+    assert not code_found(code, {"e"}) and code_found(code, {"e", "31"}) and code_found(code, {"e31"})
