@@ -189,7 +189,7 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
     model on the first passages or token counts. So a query, or a run that embeds and chunks
     nothing, never imports torch. Anything else loads now."""
     path, built = _resolve_or_fail(spec, cache_dir)
-    if precision == "fp32" and (built is not None or Path(path).is_dir()) and supported_layout(Path(path)):
+    if precision == "fp32" and supported_layout(Path(path)):  # None for a hub id or a missing path
         identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path))
         identity = replace(identity, precision=precision)
         return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device),

@@ -265,8 +265,8 @@ def _sentence_coverages(groups, candidates, term_weights: dict[str, float], rend
     found: list[list[float]] = []  # per candidate, per group: the weight of the heaviest spelling it holds
     for _, _, unit in candidates:
         tokens = set(search_tokens(unit))
-        row = [max((term_weights.get(t, 0.0) for t in members & tokens), default=0.0) if code_found(members, members & tokens) else 0.0
-               for members in groups]
+        held = [members & tokens for members in groups]
+        row = [max((term_weights.get(t, 0.0) for t in h), default=0.0) if code_found(members, h) else 0.0 for members, h in zip(groups, held)]
         if renderings and rendered_share > 0.0:
             for g, rendered in enumerate(renderings):
                 if rendered and row[g] < heaviest[g]:

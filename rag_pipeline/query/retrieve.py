@@ -79,6 +79,10 @@ def query_terms(query: str) -> frozenset[str]:
     return frozenset(question_tokens(query))
 
 
+_CLITICS = frozenset({"s", "t", "ll", "re", "ve"})
+_CODE_SEPARATORS = "-_./"  # a term holding one is a code (R-500, v2.1): its spellings form one group
+
+
 @lru_cache(maxsize=256)
 def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
     """The query's terms with each code's spellings in one group: "r-500", "r500", "r", "500".
@@ -98,7 +102,7 @@ def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
     for term in sorted(terms, key=lambda t: (-len(t), t)):
         if term in absorbed:
             continue
-        if any(sep in term for sep in "-_./"):
+        if any(sep in term for sep in _CODE_SEPARATORS):
             members = (set(search_tokens(term)) & terms) | {term}
         elif is_chinese(term) and len(term) > 2:
             members = {t for t in terms if t in term}  # jieba's search mode: 服务中心 → 服务, 中心, 服务中心
@@ -108,10 +112,6 @@ def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
         absorbed |= members
         groups.append(frozenset(members))
     return tuple(groups) + tuple(frozenset([t]) for t in sorted(terms - absorbed - _CLITICS))
-
-
-_CLITICS = frozenset({"s", "t", "ll", "re", "ve"})
-_CODE_SEPARATORS = "-_./"
 
 
 def code_found(members: frozenset[str], held: set[str]) -> bool:
