@@ -189,29 +189,35 @@ def build_tiny_model(dest: Path, seed: int) -> Path:
 
 # ---------------------------------------------------------------- measuring
 
-def _tree_rss(root_pid: int) -> tuple[int, int]:
-    """(sum of VmRSS over root_pid and its descendants, largest single VmRSS), bytes."""
+def _tree_rss(root_pid: int) -> tuple[int, int, int]:
+    """(sum of VmRSS over root_pid and its descendants, largest single VmRSS, sum of their
+    anonymous RSS), bytes. Anonymous = resident minus file-backed and shared pages (statm): the
+    memory-mapped stage files a step reads count in VmRSS but the kernel can drop them."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/stat", "rb") as fh:
                 stat = fh.read().decode(errors="replace")
-            fields = stat[stat.rindex(")") + 2:].split()
-            pid, ppid = int(entry.name), int(fields[1])
-            children.setdefault(ppid, []).append(pid)
-            rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+            children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry.name))
         except (OSError, ValueError, IndexError):
             continue
-    total, biggest, stack = 0, 0, [root_pid]
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = biggest = anon = 0
+    stack = [root_pid]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
-        biggest = max(biggest, rss.get(pid, 0))
         stack.extend(children.get(pid, []))
-    return total, biggest
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as fh:
+                resident, shared = (int(v) * page for v in fh.read().split()[1:3])
+        except (OSError, ValueError):
+            continue
+        total += resident
+        biggest = max(biggest, resident)
+        anon += resident - shared
+    return total, biggest, anon
 
 
 def du_bytes(path: Path) -> int:
@@ -238,16 +244,17 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
     start = time.perf_counter()
     proc = subprocess.Popen([str(RAG), "index", "--raw", str(raw), "--lake", str(lake), "--json", "-q"],
                             cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = {"tree": 0, "single": 0}
-    samples: list[tuple[float, int]] = []  # (wall-clock time, tree RSS): peaks per step afterwards
+    peak = {"tree": 0, "single": 0, "anon": 0}
+    samples: list[tuple[float, int, int]] = []  # (wall-clock time, tree RSS, its anonymous part): peaks per step afterwards
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            total, biggest = _tree_rss(proc.pid)
+            total, biggest, anon = _tree_rss(proc.pid)
             peak["tree"] = max(peak["tree"], total)
             peak["single"] = max(peak["single"], biggest)
-            samples.append((time.time(), total))
+            peak["anon"] = max(peak["anon"], anon)
+            samples.append((time.time(), total, anon))
             done.wait(0.2)
 
     t = threading.Thread(target=sample, daemon=True)
@@ -261,7 +268,7 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
     except json.JSONDecodeError:
         summary = {"unparsed_stdout": stdout[-2000:]}
     return {"rc": proc.returncode, "seconds": round(wall, 2), "peak_rss_tree_mb": round(peak["tree"] / 2**20, 1),
-            "peak_rss_single_mb": round(peak["single"] / 2**20, 1), "summary": summary, "stderr_tail": stderr[-1500:],
+            "peak_rss_single_mb": round(peak["single"] / 2**20, 1), "peak_anon_tree_mb": round(peak["anon"] / 2**20, 1), "summary": summary, "stderr_tail": stderr[-1500:],
             "rss_samples": samples}
 
 
@@ -295,8 +302,10 @@ def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | Non
             r["steps_s"], r["steps_peak_mb"] = windows, {}
         else:
             r["steps_s"] = {k: round(end - start, 2) for k, (start, end) in windows.items()}
-            r["steps_peak_mb"] = {k: round(max((rss for t, rss in samples if start <= t <= end), default=0) / 2**20)
+            r["steps_peak_mb"] = {k: round(max((rss for t, rss, _ in samples if start <= t <= end), default=0) / 2**20)
                                   for k, (start, end) in windows.items()}  # 0: the step was shorter than a sample
+            r["steps_peak_anon_mb"] = {k: round(max((anon for t, _, anon in samples if start <= t <= end), default=0) / 2**20)
+                                       for k, (start, end) in windows.items()}
         runs[name] = r
         s = r["summary"]
         print(f"[{n}, {shards or 'default'} shards] {name}: rc {r['rc']}, {r['seconds']} s, peak tree RSS {r['peak_rss_tree_mb']} MB, "
@@ -311,13 +320,13 @@ def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | Non
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| docs | shards | chunks | run | s | peak RSS tree MB | largest process MB | lake MB | parsed | embedded |",
-             "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| docs | shards | chunks | run | s | peak RSS tree MB | largest process MB | anonymous MB | lake MB | parsed | embedded |",
+             "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for res in results:
         for name, r in res["runs"].items():
             s = r["summary"]
             lines.append(f"| {res['docs']:,} | {res.get('shards') or 'default'} | {s.get('chunks', '-')} | {name} | {r['seconds']} | {r['peak_rss_tree_mb']} | "
-                         f"{r['peak_rss_single_mb']} | {r['lake_mb']} | {s.get('parsed_now', '-')} | {s.get('embedded', '-')} |")
+                         f"{r['peak_rss_single_mb']} | {r.get('peak_anon_tree_mb', '-')} | {r['lake_mb']} | {s.get('parsed_now', '-')} | {s.get('embedded', '-')} |")
     steps = sorted({k for res in results for r in res["runs"].values() for k in r["steps_s"] if k != "error"})
     if steps:
         lines += ["", "| docs | shards | run | " + " | ".join(steps) + " |", "|---:|---:|---|" + "---:|" * len(steps)]
@@ -326,12 +335,12 @@ def markdown(results: list[dict]) -> str:
                 lines.append(f"| {res['docs']:,} | {res.get('shards') or 'default'} | {name} | " + " | ".join(str(r["steps_s"].get(k, "-")) for k in steps) + " |")
     heavy = [k for k in steps if any(r.get("steps_peak_mb", {}).get(k) for res in results for r in res["runs"].values())]
     if heavy:
-        lines += ["", "Peak RSS of the process tree while each step ran (MB; sampled every 0.2 s):", "",
+        lines += ["", "Peak RSS of the process tree while each step ran, all / anonymous (MB; sampled every 0.2 s):", "",
                   "| docs | shards | run | " + " | ".join(heavy) + " |", "|---:|---:|---|" + "---:|" * len(heavy)]
         for res in results:
             for name, r in res["runs"].items():
                 lines.append(f"| {res['docs']:,} | {res.get('shards') or 'default'} | {name} | "
-                             + " | ".join(str(r.get("steps_peak_mb", {}).get(k, "-")) for k in heavy) + " |")
+                             + " | ".join(f"{r.get('steps_peak_mb', {}).get(k, '-')} / {r.get('steps_peak_anon_mb', {}).get(k, '-')}" for k in heavy) + " |")
     return "\n".join(lines)
 
 

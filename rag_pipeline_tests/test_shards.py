@@ -22,6 +22,7 @@ from rag_pipeline.definitions import build_definitions
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.defs.shards import (
     SHARD_KEYS,
+    ShardedTable,
     StaleShardError,
     gather_shards,
     scan_digest,
@@ -70,7 +71,7 @@ def test_gather_refuses_a_shard_built_from_another_scan_and_restores_scan_order(
     ids = [doc_id_for(f"doc_{i}.md") for i in range(12)]
     raw = _raw(ids, [f"sha{i}" for i in range(12)])
     parsed = {k: with_lineage(t.select(["doc_id"]), scan_digest(t)) for k, t in split_by_shard(raw).items()}
-    combined = gather_shards(raw, parsed=parsed)["parsed"]
+    combined = gather_shards(raw, parsed=parsed)["parsed"].read_all()
     assert combined.column("doc_id").to_pylist() == ids  # scan order, whatever the shards
     assert combined.schema.metadata is None
 
@@ -79,6 +80,25 @@ def test_gather_refuses_a_shard_built_from_another_scan_and_restores_scan_order(
     with pytest.raises(StaleShardError, match=rf"parsed\[{stale_key}\]") as error:
         gather_shards(edited, parsed=parsed)
     assert "1 shard outputs" in str(error.value)
+
+
+def test_sharded_rows_are_taken_batch_by_batch_in_the_order_asked_without_concatenating_the_corpus():
+    rng = np.random.default_rng(16)
+    batches = [pa.record_batch({"n": np.arange(start, start + 3_000), "text": [f"{i:06d}" + "x" * 300 for i in range(start, start + 3_000)]})
+               for start in range(0, 15_000, 3_000)]
+    table = pa.Table.from_batches(batches)
+    wanted = rng.permutation(table.num_rows)[:500]
+    before = pa.total_allocated_bytes()
+    taken = ShardedTable(table).take(wanted)
+    assert taken.column("n").to_pylist() == wanted.tolist()
+    assert taken.column("text").to_pylist() == [f"{i:06d}" + "x" * 300 for i in wanted]
+    # Arrow's table.take would first concatenate the 4.6 MB text column; rows are 500 × 306 bytes
+    assert pa.total_allocated_bytes() - before < 1_000_000
+    order = rng.permutation(table.num_rows)
+    scan_ordered = ShardedTable(table, order)
+    assert pa.concat_tables([scan_ordered.slice(s, 4_096) for s in range(0, table.num_rows, 4_096)]).column("n").to_pylist() == order.tolist()
+    assert scan_ordered.read_all().equals(table.take(pa.array(order)))
+    assert ShardedTable(table).take(np.array([], dtype=np.int64)).num_rows == 0
 
 
 def _subset(root: Path) -> Path:

@@ -18,6 +18,7 @@ from rag_pipeline.chunking import HEADING_SEPARATOR, TokenBudget, chunk_cache_ke
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rag_pipeline.defs.io import spill_shard
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 from rag_pipeline.defs.shards import (
     SHARD_KEYS,
@@ -113,8 +114,8 @@ def parse_documents(
         for shard, raw_table in raw_shards.items():
             parsed, quarantined = _parse_shard(context, lake, settings, staging.raw_files_from_table(raw_table), keys, progress, totals)
             scan = scan_digest(raw_table)
-            parsed_out[shard] = with_lineage(staging.parsed_to_table(parsed), scan)
-            quarantine_out[shard] = with_lineage(staging.quarantine_to_table(quarantined), scan)
+            parsed_out[shard] = _spill(context, settings, "parsed_documents", shard, with_lineage(staging.parsed_to_table(parsed), scan))
+            quarantine_out[shard] = _spill(context, settings, "quarantine", shard, with_lineage(staging.quarantine_to_table(quarantined), scan))
             context.add_asset_metadata({"shard_files": raw_table.num_rows, "shard_documents": len(parsed)},
                                        asset_key="parsed_documents", partition_key=shard)
             context.add_asset_metadata({"shard_quarantined": len(quarantined)}, asset_key="quarantine", partition_key=shard)
@@ -145,6 +146,11 @@ def parse_documents(
             "files": _md_table(["source", "reason", "detail"], [[q.source, q.reason, q.detail] for q in totals.quarantined]),
         },
     )
+
+
+def _spill(context, settings, asset: str, shard: str, table: pa.Table) -> pa.Table:
+    """The shard's output written now and held memory-mapped (defs.io.spill_shard)."""
+    return spill_shard(settings.lake_dir, context.run_id, asset, shard, table)
 
 
 @dataclass
@@ -237,7 +243,7 @@ def chunks(
             lake.add_chunks(fresh_rows)
             found = pa.concat_tables([cached, fresh_rows])
             table, shard_tokens = staging.chunks_from_cache(found, keys[shard])
-            out[shard] = with_lineage(table, lineage(parsed))
+            out[shard] = _spill(context, settings, "chunks", shard, with_lineage(table, lineage(parsed)))
             context.add_asset_metadata({"shard_documents": parsed.num_rows, "shard_chunks": table.num_rows,
                                         "shard_rechunked": len(fresh)}, partition_key=shard)
             tokens.append(shard_tokens.to_numpy())
@@ -316,7 +322,8 @@ def embeddings(
 ) -> dict[str, pa.Table]:
     """Vectors per fingerprint; only fingerprints missing from the cache for this model are embedded."""
     encoder = rag.encoder()
-    lake = Lake(rag.settings().lake_dir)
+    settings = rag.settings()
+    lake = Lake(settings.lake_dir)
     key = encoder.identity.key
     fingerprints = {shard: list(dict.fromkeys(t.column("fingerprint").to_pylist())) for shard, t in chunks.items()}
     known = lake.cached_vector_keys(key, [fp for fps in fingerprints.values() for fp in fps])
@@ -334,7 +341,7 @@ def embeddings(
             lake.add_to_cache(key, fresh)
             embedded, reused = embedded + len(fresh), reused + len(vectors)
             vectors.update(fresh)
-            out[shard] = with_lineage(staging.vectors_to_table(vectors, encoder.identity.dimension), lineage(table))
+            out[shard] = _spill(context, settings, "embeddings", shard, with_lineage(staging.vectors_to_table(vectors, encoder.identity.dimension), lineage(table)))
             context.add_asset_metadata({"shard_vectors": len(vectors), "shard_embedded": len(fresh)}, partition_key=shard)
     context.add_output_metadata(
         {
@@ -374,6 +381,7 @@ def lancedb_index(
     parsed_documents, quarantine, chunks, embeddings = (
         combined[name] for name in ("parsed_documents", "quarantine", "chunks", "embeddings")
     )
+    quarantine = quarantine.read_all()  # one row per quarantined file: small
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     identity = rag.encoder().identity
@@ -425,25 +433,25 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
     now = utc_now()
     raws = staging.raw_files_from_table(raw_documents)
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
-    counted = pc.value_counts(chunks.column("doc_id"))
+    counted = pc.value_counts(chunks.table.column("doc_id"))
     counts = dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())) if len(counted) else {}
     versions = rows.document_versions(raws, previous_docs)
-    parsed_ids = parsed_documents.column("doc_id")
+    parsed_ids = parsed_documents.table.column("doc_id")
     documents = pa.concat_tables(
-        [rows.documents_table(batch, staging.parsed_from_table(parsed_documents.filter(pc.is_in(parsed_ids, pa.array([r.doc_id for r in batch], pa.string())))),
+        [rows.documents_table(batch, staging.parsed_from_table(parsed_documents.table.filter(pc.is_in(parsed_ids, pa.array([r.doc_id for r in batch], pa.string())))),
                               counts, versions, now)
          for batch in (raws[i: i + STAGE_BATCH_DOCUMENTS] for i in range(0, len(raws), STAGE_BATCH_DOCUMENTS))]
         or [s.documents_schema().empty_table()]
     )
     doc_rows = {r["doc_id"]: r for r in documents.select(["doc_id", "title", "language", "status"]).to_pylist()}
     raw_by_id = {r.doc_id: r for r in raws}
-    vector_row = {fingerprint: i for i, fingerprint in enumerate(embeddings.column("fingerprint").to_pylist())}
+    vector_row = {fingerprint: i for i, fingerprint in enumerate(embeddings.table.column("fingerprint").to_pylist())}
 
     def chunk_batches():
         for start in range(0, chunks.num_rows, STAGE_BATCH_CHUNKS):
             records = staging.chunks_from_table(chunks.slice(start, STAGE_BATCH_CHUNKS))
             wanted = sorted({vector_row[c.fingerprint] for c in records})
-            vectors = staging.vectors_from_table(embeddings.take(pa.array(wanted, pa.int64())))
+            vectors = staging.vectors_from_table(embeddings.take(wanted))
             yield rows.chunks_table(records, raw_by_id, doc_rows, vectors, identity.dimension)
 
     changes = rows.document_changes(previous_docs, documents)

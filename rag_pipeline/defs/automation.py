@@ -7,6 +7,7 @@ import os
 import dagster as dg
 
 from rag_pipeline.cluster.executors import index_executor
+from rag_pipeline.defs.memory import release_memory_after_step
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.defs.shards import SHARDS, all_shards_tags
 
@@ -24,6 +25,7 @@ index_job = dg.define_asset_job(
     selection=dg.AssetSelection.all() - QUERY_LOG_ASSETS,
     executor_def=index_executor(),
     tags=all_shards_tags(),
+    hooks={release_memory_after_step},
     description="Re-index the raw folder end to end and publish a new index generation.",
 )
 
@@ -36,6 +38,7 @@ index_shard_job = dg.define_asset_job(
     selection=PER_DOCUMENT_ASSETS,
     partitions_def=SHARDS,
     executor_def=index_executor(),
+    hooks={release_memory_after_step},
     description="Parse, chunk and embed the documents of one shard of the raw folder (no publish).",
 )
 

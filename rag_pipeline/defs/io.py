@@ -16,7 +16,10 @@ the lake's latest copy of it — never another lake's. `Lake.prune` removes old 
 
 A partitioned asset returns, and its partitioned consumers receive, ``{shard: pa.Table}`` for
 the shards of the step; an unpartitioned consumer (the publish side) receives the same mapping
-over every shard and decides itself how to check and combine them.
+over every shard and decides itself how to check and combine them. A step that works through
+many shards writes each shard's table as soon as it is built (`spill_shard`) and keeps only the
+memory-mapped file, so its memory is one shard's, not the corpus's; the IO manager then finds
+the shard already in place and does not write it again.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from rag_pipeline.defs.resources import RagSettingsResource, run_settings
 from rag_pipeline.store.lake import Lake
 
 STAGING_DIR = "staging"
+SPILLED_KEY = b"rag_spilled_to"  # schema metadata: the file a spilled shard's table was read back from
 
 
 def _atomic_write(path: Path, write) -> None:
@@ -65,6 +69,27 @@ def write_json(path: Path, data: dict) -> None:
         Path(tmp).write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
 
     _atomic_write(path, write)
+
+
+def shard_output_path(lake_dir: Path, run_id: str, asset: str, shard: str) -> Path:
+    return Path(lake_dir) / STAGING_DIR / "runs" / run_id / asset / f"{shard}.arrow"
+
+
+def spill_shard(lake_dir: Path, run_id: str, asset: str, shard: str, table: pa.Table) -> pa.Table:
+    """Write one shard's output where the IO manager would, and return it memory-mapped.
+
+    What the step then holds of the shard is file-backed pages the kernel can drop, so a step
+    over every shard no longer keeps the corpus's outputs in memory until it returns.
+    """
+    path = shard_output_path(lake_dir, run_id, asset, shard)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), SPILLED_KEY: str(path).encode()})
+    with Lake(lake_dir).writing(f"stage shard {shard} of {asset}"):
+        write_arrow(path, table)
+    return read_arrow(path)
+
+
+def _spilled_to(table: pa.Table, path: Path) -> bool:
+    return (table.schema.metadata or {}).get(SPILLED_KEY) == str(path).encode() and path.exists()
 
 
 class LakeStagingIOManager(dg.ConfigurableIOManagerFactory):
@@ -111,7 +136,9 @@ class LakeStaging(dg.IOManager):
             got = sorted(shards) if isinstance(shards, dict) else type(shards).__name__
             raise TypeError(f"{asset}: a partitioned step returns {{shard: pa.Table}} for {sorted(expected)}, got {got}")
         for key, table in sorted(shards.items()):
-            write_arrow(self._run_path(context.run_id, f"{asset}/{key}", ".arrow"), table)
+            path = shard_output_path(self.lake_dir, context.run_id, asset, key)
+            if not _spilled_to(table, path):
+                write_arrow(path, table)
             write_json(self._root() / "latest" / asset / f"{key}.json", {"run_id": context.run_id})
         context.add_output_metadata(
             {"staged_rows": sum(t.num_rows for t in shards.values()), "staged_bytes": sum(t.nbytes for t in shards.values())}

@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Mapping
 
 import dagster as dg
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -100,7 +101,51 @@ def lineage(table: pa.Table | pa.Schema) -> str:
     return ((schema.metadata or {}).get(LINEAGE_KEY) or b"").decode()
 
 
-def gather_shards(raw_documents: pa.Table, **assets: dict[str, pa.Table]) -> dict[str, pa.Table]:
+class ShardedTable:
+    """Every shard of one asset read as one table, in the scan's document order, without copying.
+
+    The shards stay what the IO manager read (memory-mapped Arrow files); rows are taken a few
+    thousand at a time, batch by batch. Arrow's own `take` on a multi-chunk table first
+    concatenates every chunk of every column (the corpus's text, every vector, in memory);
+    this never does.
+    """
+
+    def __init__(self, table: pa.Table, order: np.ndarray | None = None):
+        self.table = table  # the shards concatenated, in shard order
+        self.order = order  # row numbers of `table` in scan order; None: the rows' own order
+        self._batches = table.to_batches()
+        self._starts = np.cumsum([0] + [b.num_rows for b in self._batches])
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.table.schema
+
+    def take(self, rows: np.ndarray) -> pa.Table:
+        """Rows of `table` by number, in the order asked, touching only the batches they sit in."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if not len(rows):
+            return self.table.schema.empty_table()
+        batch = np.searchsorted(self._starts, rows, side="right") - 1
+        grouped = np.argsort(batch, kind="stable")
+        parts = [self._batches[b].take(pa.array(rows[batch == b] - self._starts[b])) for b in np.unique(batch)]
+        table = pa.Table.from_batches(parts, self.table.schema).combine_chunks()
+        return table.take(pa.array(np.argsort(grouped)))  # back from batch order to the order asked
+
+    def slice(self, start: int, length: int) -> pa.Table:
+        """Rows start .. start+length in scan order."""
+        if self.order is None:
+            return self.table.slice(start, length)
+        return self.take(self.order[start: start + length])
+
+    def read_all(self) -> pa.Table:
+        return self.slice(0, self.num_rows).combine_chunks()
+
+
+def gather_shards(raw_documents: pa.Table, **assets: dict[str, pa.Table]) -> dict[str, ShardedTable]:
     """Every shard of every asset, checked against this scan and combined in scan order.
 
     A shard materialized from an older scan (a file changed or deleted since, and only other
@@ -116,12 +161,13 @@ def gather_shards(raw_documents: pa.Table, **assets: dict[str, pa.Table]) -> dic
             f"{len(stale)} shard outputs were built from another scan of the raw folder than this one "
             f"({listed}): materialize those shards again, or run the whole index_job (`rag index`)"
         )
-    position = {doc_id: i for i, doc_id in enumerate(raw_documents.column("doc_id").to_pylist())}
+    scan = raw_documents.column("doc_id")
     combined = {}
     for name, shards in assets.items():
         table = pa.concat_tables([shards[key].replace_schema_metadata(None) for key in sorted(shards)])
+        order = None
         if "doc_id" in table.column_names:
-            order = pa.array([position[d] for d in table.column("doc_id").to_pylist()], pa.int64())
-            table = table.take(pc.sort_indices(order))  # stable: a document's chunks keep their order
-        combined[name] = table.combine_chunks()
+            position = pc.index_in(table.column("doc_id"), value_set=scan)  # each row's document's place in the scan
+            order = pc.sort_indices(position).to_numpy()  # stable: a document's chunks keep their order
+        combined[name] = ShardedTable(table, order)
     return combined
