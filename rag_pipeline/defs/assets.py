@@ -34,7 +34,7 @@ from rag_pipeline.defs.shards import (
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import scan_raw_folder
 from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_key_of
-from rag_pipeline.ingest.pool import is_transient, parse_many
+from rag_pipeline.ingest.pool import is_transient, parse_many, stop_parse_server
 from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
 from rag_pipeline.progress import Progress
 from rag_pipeline.store import rows, staging
@@ -119,6 +119,7 @@ def parse_documents(
             context.add_asset_metadata({"shard_files": raw_table.num_rows, "shard_documents": len(parsed)},
                                        asset_key="parsed_documents", partition_key=shard)
             context.add_asset_metadata({"shard_quarantined": len(quarantined)}, asset_key="quarantine", partition_key=shard)
+    stop_parse_server()  # its imported parsers would ride through every later step of the run
     yield dg.Output(
         parsed_out,
         output_name="parsed_documents",
@@ -418,41 +419,48 @@ def lancedb_index(
     return manifest
 
 
-STAGE_BATCH_DOCUMENTS = 1_000  # documents whose parses become document rows at once
+STAGE_BATCH_DOCUMENTS = 1_000  # files whose parses become document rows at once
 STAGE_BATCH_CHUNKS = 5_000  # chunks whose rows are built and streamed into the table at once
 
 
 def _stage_generation(context, lake: Lake, settings, identity, served, signature, raw_documents, parsed_documents, quarantine, chunks, embeddings):
     """Build the documents, chunks and quarantine rows and stage them as a new generation.
 
-    Rows are built in batches (STAGE_BATCH_DOCUMENTS parses, STAGE_BATCH_CHUNKS chunks) and the
-    chunk rows streamed into the staged table, so the Python objects alive at once are one
-    batch's, not the corpus's; the stage tables themselves stay memory-mapped Arrow. Row order is
-    the chunks' scan order, whatever the shard count.
+    Rows are built in batches (STAGE_BATCH_DOCUMENTS files, STAGE_BATCH_CHUNKS chunks) from the
+    memory-mapped stage tables, and the chunk rows streamed into the staged table: the Python
+    objects alive at once (files, parses, chunks, vectors) are one batch's, not the corpus's.
+    Row order is the chunks' scan order, whatever the shard count.
     """
     now = utc_now()
-    raws = staging.raw_files_from_table(raw_documents)
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
     counted = pc.value_counts(chunks.table.column("doc_id"))
     counts = dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())) if len(counted) else {}
-    versions = rows.document_versions(raws, previous_docs)
-    parsed_ids = parsed_documents.table.column("doc_id")
-    documents = pa.concat_tables(
-        [rows.documents_table(batch, staging.parsed_from_table(parsed_documents.table.filter(pc.is_in(parsed_ids, pa.array([r.doc_id for r in batch], pa.string())))),
-                              counts, versions, now)
-         for batch in (raws[i: i + STAGE_BATCH_DOCUMENTS] for i in range(0, len(raws), STAGE_BATCH_DOCUMENTS))]
-        or [s.documents_schema().empty_table()]
-    )
-    doc_rows = {r["doc_id"]: r for r in documents.select(["doc_id", "title", "language", "status"]).to_pylist()}
-    raw_by_id = {r.doc_id: r for r in raws}
-    vector_row = {fingerprint: i for i, fingerprint in enumerate(embeddings.table.column("fingerprint").to_pylist())}
+
+    def of(table: pa.Table | None, doc_ids: pa.Array) -> pa.Table | None:
+        return None if table is None else table.filter(pc.is_in(table.column("doc_id"), value_set=doc_ids))
+
+    document_batches = []
+    for start in range(0, raw_documents.num_rows, STAGE_BATCH_DOCUMENTS):
+        raws = staging.raw_files_from_table(raw_documents.slice(start, STAGE_BATCH_DOCUMENTS))
+        ids = pa.array([r.doc_id for r in raws], pa.string())
+        parsed = staging.parsed_from_table(of(parsed_documents.table, ids))
+        document_batches.append(rows.documents_table(raws, parsed, counts, rows.document_versions(raws, of(previous_docs, ids)), now))
+    documents = pa.concat_tables(document_batches or [s.documents_schema().empty_table()])
+    # each chunk row's vector: its fingerprint's row in the embeddings stage
+    found = pc.index_in(chunks.table.column("fingerprint"), value_set=embeddings.table.column("fingerprint").combine_chunks())
+    if found.null_count:
+        raise RuntimeError(f"{found.null_count} chunks have no vector in the embeddings stage: materialize embeddings again")
+    vector_of = found.to_numpy()
 
     def chunk_batches():
         for start in range(0, chunks.num_rows, STAGE_BATCH_CHUNKS):
-            records = staging.chunks_from_table(chunks.slice(start, STAGE_BATCH_CHUNKS))
-            wanted = sorted({vector_row[c.fingerprint] for c in records})
-            vectors = staging.vectors_from_table(embeddings.take(wanted))
-            yield rows.chunks_table(records, raw_by_id, doc_rows, vectors, identity.dimension)
+            picked = chunks.rows(start, STAGE_BATCH_CHUNKS)
+            records = staging.chunks_from_table(chunks.take(picked))
+            ids = pa.array(sorted({c.doc_id for c in records}), pa.string())
+            raws = {r.doc_id: r for r in staging.raw_files_from_table(of(raw_documents, ids))}
+            doc_rows = {r["doc_id"]: r for r in of(documents, ids).select(["doc_id", "title", "language", "status"]).to_pylist()}
+            vectors = staging.vectors_from_table(embeddings.take(np.unique(vector_of[picked])))
+            yield rows.chunks_table(records, raws, doc_rows, vectors, identity.dimension)
 
     changes = rows.document_changes(previous_docs, documents)
     manifest = lake.stage(
@@ -461,7 +469,7 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
         rows.quarantine_table(staging.quarantine_from_table(quarantine), now),
         model=identity.as_dict(),
         run_id=context.run_id,
-        stats={"scanned_files": len(raws), **changes},
+        stats={"scanned_files": raw_documents.num_rows, **changes},
         ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
         content_signature=signature,
     )

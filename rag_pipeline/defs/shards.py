@@ -135,11 +135,17 @@ class ShardedTable:
         table = pa.Table.from_batches(parts, self.table.schema).combine_chunks()
         return table.take(pa.array(np.argsort(grouped)))  # back from batch order to the order asked
 
+    def rows(self, start: int, length: int) -> np.ndarray:
+        """Row numbers of `table` at positions start .. start+length in scan order."""
+        if self.order is None:
+            return np.arange(start, min(start + length, self.num_rows), dtype=np.int64)
+        return self.order[start: start + length]
+
     def slice(self, start: int, length: int) -> pa.Table:
         """Rows start .. start+length in scan order."""
         if self.order is None:
             return self.table.slice(start, length)
-        return self.take(self.order[start: start + length])
+        return self.take(self.rows(start, length))
 
     def read_all(self) -> pa.Table:
         return self.slice(0, self.num_rows).combine_chunks()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import resource
 import signal
@@ -225,3 +226,16 @@ def parse_many(
     pool.close()
     pool.join()
     return {key: outcomes[key] for key in paths}
+
+
+def stop_parse_server() -> None:
+    """Stop the forkserver that holds the imported parsers (~200 MB) once parsing is over.
+
+    Otherwise it lives as long as the process: every later step of an in-process run (chunking,
+    embedding, the publish) carried it. The next parse_many starts a new one. There is no public
+    way to stop it; multiprocessing's own tests use ForkServer._stop, and without it nothing stops.
+    """
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)
+    if stop is not None:
+        stop()

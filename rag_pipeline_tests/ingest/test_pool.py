@@ -20,7 +20,7 @@ from rag_pipeline.config import Settings
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.parsers import parse_file
-from rag_pipeline.ingest.pool import is_transient, ocr_threads_per_worker, parse_many
+from rag_pipeline.ingest.pool import is_transient, ocr_threads_per_worker, parse_many, stop_parse_server
 from rag_pipeline.ingest.triage import parse_outcome
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
@@ -115,6 +115,25 @@ def test_ocr_threads_never_oversubscribe():
 
 
 @pytest.mark.skipif(not (SAMPLE / "scans").is_dir(), reason="data/sample not present")
+def _forkservers() -> set[int]:
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+    return {int(pid) for pid in children if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()}
+
+
+def test_the_parse_server_stops_when_parsing_is_over_and_starts_again_for_the_next_parse(tmp_path):
+    paths = _small_files(tmp_path)
+    stop_parse_server()  # one an earlier test started
+    assert not _forkservers()
+    first = parse_many(paths, ocr_lang=OCR_LANG, max_bytes=1 << 20, workers=1, timeout_s=60)
+    server = _forkservers()
+    assert len(server) == 1 and all(_alive(pid) for pid in server)  # holding the imported parsers
+    stop_parse_server()
+    assert not any(_alive(pid) for pid in server)
+    again = parse_many(paths, ocr_lang=OCR_LANG, max_bytes=1 << 20, workers=1, timeout_s=60)
+    assert {k: v.text for k, v in again.items()} == {k: v.text for k, v in first.items()}
+    stop_parse_server()
+
+
 def test_parallel_outcomes_equal_serial_on_real_files(tmp_path):
     rels = [
         "handbook/employee_handbook_en.md",
