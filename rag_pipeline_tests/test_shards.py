@@ -26,6 +26,7 @@ from rag_pipeline.defs.shards import (
     StaleShardError,
     gather_shards,
     scan_digest,
+    shard_advice,
     shard_count,
     shard_keys,
     shard_of,
@@ -80,6 +81,12 @@ def test_gather_refuses_a_shard_built_from_another_scan_and_restores_scan_order(
     with pytest.raises(StaleShardError, match=rf"parsed\[{stale_key}\]") as error:
         gather_shards(edited, parsed=parsed)
     assert "1 shard outputs" in str(error.value)
+
+
+def test_a_run_advises_more_shards_only_when_a_shard_outgrows_what_was_measured():
+    assert shard_advice(10_000, 4) is None and shard_advice(0, 4) is None
+    assert "RAG_SHARDS=40 " in shard_advice(100_000, 4) and "25,000 documents a shard" in shard_advice(100_000, 4)
+    assert "RAG_SHARDS=256 " in shard_advice(10_000_000, 4)  # the most shards there may be
 
 
 def test_sharded_rows_are_taken_batch_by_batch_in_the_order_asked_without_concatenating_the_corpus():

@@ -26,6 +26,7 @@ from rag_pipeline.defs.shards import (
     gather_shards,
     lineage,
     scan_digest,
+    shard_advice,
     shard_of,
     split_by_shard,
     step_shards,
@@ -64,8 +65,12 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             "bytes": sum(f.size for f in files),
             "by_extension": dict(sorted(by_ext.items())),
             "with_sidecar_errors": sum(1 for f in files if f.metadata_error),
+            "documents_per_shard": -(-len(files) // len(SHARD_KEYS)),
         }
     )
+    advice = shard_advice(len(files), len(SHARD_KEYS))
+    if advice:
+        context.log.warning(advice)
     return staging.raw_files_to_table(files)
 
 

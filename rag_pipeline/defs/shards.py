@@ -54,6 +54,20 @@ def shard_of(doc_id: str, keys: list[str]) -> str:
 SHARD_KEYS = shard_keys(shard_count())
 SHARDS = dg.StaticPartitionsDefinition(SHARD_KEYS)
 
+# A step holds one shard's parses, chunks and vectors at a time: measured (bench/README.md,
+# pipeline at scale) 1.9 GB peak at 2,500 documents a shard. Above twice that, a run says so.
+DOCUMENTS_PER_SHARD = 2_500
+
+
+def shard_advice(documents: int, shards: int) -> str | None:
+    """What to set when the shards have grown past what a step should hold at once, else None."""
+    per_shard = -(-documents // shards)
+    if per_shard <= 2 * DOCUMENTS_PER_SHARD:
+        return None
+    wanted = min(MAX_SHARDS, -(-documents // DOCUMENTS_PER_SHARD))
+    return (f"{per_shard:,} documents a shard: each per-document step holds a shard in memory at once; "
+            f"set RAG_SHARDS={wanted} (about {DOCUMENTS_PER_SHARD:,} a shard) to keep its memory flat as the corpus grows")
+
 
 def all_shards_tags() -> dict[str, str]:
     """Run tags for one run over every shard (each step loops over its shards in turn)."""
