@@ -117,16 +117,11 @@ def rotation_table() -> None:
               f"{statistics.mean(by_turn[270]):.3f} | {min(every):.3f} | {statistics.mean(seconds):.2f} |", flush=True)
 
 
-def blank_row_near_middle(gray: Image.Image) -> int:
-    """The pixel row nearest the middle with no ink on it: a cut there splits no text line."""
-    blank = [y for y in range(gray.height) if gray.crop((0, y, gray.width, y + 1)).getextrema()[0] > 200]
-    return min(blank, key=lambda y: abs(y - gray.height // 2))
-
-
 def mixed_orientation_table() -> None:
     from rag_pipeline.config import Settings
     from rag_pipeline.ingest.image import parse_image
     from rag_pipeline.ingest.triage import _drop_low_confidence_pages
+    from rag_pipeline_tests.ingest.test_ocr_pages import upside_down_lower_half
 
     threshold = Settings().ocr_min_confidence
     print("\n### Pages with their lower half upside down\n")
@@ -137,11 +132,8 @@ def mixed_orientation_table() -> None:
         for name, img in _pages():
             upright = read_page(img, LANG)
             reference = _text(upright)
-            gray = img.convert("L")
-            mixed, cut = gray.copy(), blank_row_near_middle(gray)
-            mixed.paste(gray.crop((0, cut, gray.width, gray.height)).transpose(Image.Transpose.ROTATE_180), (0, cut))
             path = Path(tmp) / "mixed.png"
-            mixed.save(path)
+            upside_down_lower_half(img).save(path)
             doc = _drop_low_confidence_pages(parse_image(path, ocr_lang=LANG), threshold, lambda *a: None)
             text = "\n".join(b.text for b in doc.blocks) if doc else ""
             got = _grams(text)

@@ -54,11 +54,15 @@ def _raw(path: Path) -> RawFile:
     return RawFile(doc_id="d", source=path.name, path=path, size=path.stat().st_size, sha256="0" * 64)
 
 
-def blank_row_near_middle(img: Image.Image) -> int:
-    """The pixel row nearest the middle with no ink on it: a cut there splits no text line."""
+def upside_down_lower_half(img: Image.Image) -> Image.Image:
+    """The page (grayscale) with everything below the blank pixel row nearest its middle turned
+    180 degrees: a slip pasted in upside down. A cut on a blank row splits no text line."""
     gray = img.convert("L")
     blank = [y for y in range(gray.height) if gray.crop((0, y, gray.width, y + 1)).getextrema()[0] > 200]
-    return min(blank, key=lambda y: abs(y - gray.height // 2))
+    cut = min(blank, key=lambda y: abs(y - gray.height // 2))
+    mixed = gray.copy()
+    mixed.paste(gray.crop((0, cut, gray.width, gray.height)).transpose(Image.Transpose.ROTATE_180), (0, cut))
+    return mixed
 
 
 def _smudged(img: Image.Image) -> Image.Image:
@@ -126,9 +130,7 @@ def test_a_page_with_its_lower_half_upside_down_keeps_both_halves_and_no_garbage
     src = prepare_image(Image.open(SCANS / scan)).convert("L")
     upright_path, mixed_path = tmp_path / "upright.png", tmp_path / "mixed.png"
     src.save(upright_path)
-    mixed, cut = src.copy(), blank_row_near_middle(src)
-    mixed.paste(src.crop((0, cut, src.width, src.height)).transpose(Image.Transpose.ROTATE_180), (0, cut))
-    mixed.save(mixed_path)
+    upside_down_lower_half(src).save(mixed_path)
     upright = page_text(triage(_raw(upright_path), parse_image(upright_path), 60), 1)
     doc = parse_image(mixed_path)
     assert any("read at another angle added" in w and "turned 180 degrees" in w for w in doc.warnings), doc.warnings
