@@ -3,6 +3,7 @@
 
 import dagster as dg
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.ingest.scan import scan_raw_folder
@@ -34,29 +35,36 @@ def every_file_accounted_for(rag: RagSettingsResource, lancedb_index: dict) -> d
 
 @dg.asset_check(asset="lancedb_index", blocking=True)
 def chunks_are_consistent(rag: RagSettingsResource, lancedb_index: dict) -> dg.AssetCheckResult:
-    """No duplicate chunk ids, no chunk without its document, vectors of the recorded dimension."""
+    """No duplicate chunk ids, no chunk without its document, vectors of the recorded dimension.
+
+    Reads three small columns and the schema, never the text or the vectors: reading the whole
+    chunks table made this check the peak of a 100k-document run (4.1 GB).
+    """
     lake = Lake(rag.settings().lake_dir)
     manifest = lancedb_index
-    chunks = lake.published_arrow(s.CHUNKS, manifest).select(["chunk_id", "doc_id", "status", "vector"])
-    doc_status = dict(
-        zip(*lake.published_arrow(s.DOCUMENTS, manifest).select(["doc_id", "status"]).to_pydict().values())
-    )
-    ids = chunks.column("chunk_id").to_pylist()
-    duplicates = len(ids) - len(set(ids))
-    rows = chunks.select(["doc_id", "status"]).to_pylist()
-    orphans = sum(1 for r in rows if r["doc_id"] not in doc_status)
-    status_drift = sum(1 for r in rows if r["doc_id"] in doc_status and r["status"] != doc_status[r["doc_id"]])
-    dimension = chunks.schema.field("vector").type.list_size
+    chunks = lake.published_arrow(s.CHUNKS, manifest, ["chunk_id", "doc_id", "status"])
+    documents = lake.published_arrow(s.DOCUMENTS, manifest, ["doc_id", "status"])
+    dimension = lake.open_published(s.CHUNKS, manifest).schema.field("vector").type.list_size
+    found = chunk_consistency(chunks, documents)
     return dg.AssetCheckResult(
-        passed=duplicates == 0 and orphans == 0 and status_drift == 0 and dimension == manifest["model"]["dimension"],
-        metadata={
-            "chunks": len(ids),
-            "duplicate_ids": duplicates,
-            "orphans": orphans,
-            "status_differs_from_document": status_drift,
-            "dimension": dimension,
-        },
+        passed=found["duplicate_ids"] == 0 and found["orphans"] == 0 and found["status_differs_from_document"] == 0
+        and dimension == manifest["model"]["dimension"],
+        metadata={"chunks": chunks.num_rows, **found, "dimension": dimension},
     )
+
+
+def chunk_consistency(chunks: pa.Table, documents: pa.Table) -> dict[str, int]:
+    """Duplicate chunk ids, chunks whose document is missing, chunks whose status differs from
+    their document's — counted in Arrow (no Python object per chunk)."""
+    ids = chunks.column("chunk_id")
+    place = pc.index_in(chunks.column("doc_id"), value_set=documents.column("doc_id").combine_chunks()).combine_chunks()
+    doc_status = pc.fill_null(documents.column("status").combine_chunks().take(place), "")
+    differs = pc.and_(pc.is_valid(place), pc.not_equal(pc.fill_null(chunks.column("status"), ""), doc_status))
+    return {
+        "duplicate_ids": len(ids) - (pc.count_distinct(ids).as_py() if len(ids) else 0),
+        "orphans": place.null_count,
+        "status_differs_from_document": pc.sum(differs).as_py() or 0,
+    }
 
 
 @dg.asset_check(asset="lancedb_index", blocking=True)
