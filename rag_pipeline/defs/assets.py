@@ -117,9 +117,9 @@ def parse_documents(
     note = f"{reused} from the parse cache" if reused else ""
     with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress:
         for shard, raw_table in raw_shards.items():
-            parsed, quarantined = _parse_shard(context, lake, settings, staging.raw_files_from_table(raw_table), keys, progress, totals)
+            parsed, quarantined, serialized = _parse_shard(context, lake, settings, staging.raw_files_from_table(raw_table), keys, progress, totals)
             scan = scan_digest(raw_table)
-            parsed_out[shard] = _spill(context, settings, "parsed_documents", shard, with_lineage(staging.parsed_to_table(parsed), scan))
+            parsed_out[shard] = _spill(context, settings, "parsed_documents", shard, with_lineage(staging.parsed_to_table(parsed, serialized), scan))
             quarantine_out[shard] = _spill(context, settings, "quarantine", shard, with_lineage(staging.quarantine_to_table(quarantined), scan))
             context.add_asset_metadata({"shard_files": raw_table.num_rows, "shard_documents": len(parsed)},
                                        asset_key="parsed_documents", partition_key=shard)
@@ -186,8 +186,10 @@ def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, tota
         memory_mb=settings.parse_memory_mb,
         on_result=lambda _key: progress.advance(),
     )
-    lake.add_parses({key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)})
+    fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
+    lake.add_parses(fresh)
     parsed: dict[str, ParsedDocument] = {}
+    serialized: dict[str, str] = {}  # doc_id → its cached JSON, where triage kept the outcome as is
     quarantined: list[QuarantineRecord] = []
     for raw in raws:
         key = keys[raw.doc_id]
@@ -198,6 +200,8 @@ def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, tota
             quarantined.append(result)
         else:
             parsed[raw.doc_id] = result
+            if result is outcome:  # triage returns a changed document as a new object
+                serialized[raw.doc_id] = fresh.get(key) or cached.get(key)
     totals.parsed_now += len(outcomes)
     totals.workers = max(totals.workers, min(settings.parse_workers, len(to_parse)) if to_parse else 0)
     totals.ocr += [d.ocr_confidence for d in parsed.values() if d.ocr_used and d.ocr_confidence is not None]
@@ -205,7 +209,7 @@ def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, tota
     totals.quarantined += quarantined
     totals.by_format.update(d.format for d in parsed.values())
     totals.by_language.update(d.language for d in parsed.values())
-    return parsed, quarantined
+    return parsed, quarantined, serialized
 
 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS, partitions_def=SHARDS)

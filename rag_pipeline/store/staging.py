@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -99,9 +100,13 @@ def raw_files_from_table(table: pa.Table) -> list[RawFile]:
     return files
 
 
-def parsed_to_table(parsed: dict[str, ParsedDocument]) -> pa.Table:
+def parsed_to_table(parsed: dict[str, ParsedDocument], serialized: Mapping[str, str] | None = None) -> pa.Table:
+    """`serialized`: a document's JSON already at hand (its parse cache entry, unchanged by
+    triage) is taken as is — serializing every cached parse again was a no-op run's largest cost."""
+    known = serialized or {}
     return pa.table(
-        {"doc_id": list(parsed), "outcome": [outcome_to_json(d) for d in parsed.values()]}, schema=PARSED_SCHEMA
+        {"doc_id": list(parsed), "outcome": [known.get(doc_id) or outcome_to_json(d) for doc_id, d in parsed.items()]},
+        schema=PARSED_SCHEMA,
     )
 
 

@@ -58,3 +58,22 @@ def test_input_signature_sees_files_sidecar_metadata_chunks_quarantine_and_model
     assert signature(chunks=[replace(chunks[0], text="ho")]) != base
     assert signature(quarantine=[]) != base
     assert signature(model="m2") != base
+
+
+def test_a_cached_parse_is_staged_as_stored_because_its_json_round_trips_exactly():
+    """parse_documents stages a cached parse's JSON as is when triage keeps the document; that
+    equals serializing it again only because decoding and encoding are exact inverses (real
+    files: text, Office, PDF, spreadsheet, OCR'd scan)."""
+    from rag_pipeline.config import Settings
+    from rag_pipeline.ingest.parsers import parse_file
+    from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json
+
+    sample = Path(__file__).resolve().parents[2] / "data" / "sample"
+    files = ["handbook/员工手册.docx", "products/x2000_datasheet.pdf", "products/price_list.xlsx",
+             "it/运维手册.html", "scans/expense_policy_scan.png"]
+    parsed = {rel: parse_file(sample / rel, ocr_lang=Settings().ocr_lang) for rel in files}
+    stored = {rel: outcome_to_json(doc) for rel, doc in parsed.items()}
+    for rel, text in stored.items():
+        assert outcome_to_json(outcome_from_json(text)) == text, rel
+    decoded = {rel: outcome_from_json(text) for rel, text in stored.items()}
+    assert staging.parsed_to_table(decoded, stored).equals(staging.parsed_to_table(decoded))
