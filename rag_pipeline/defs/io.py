@@ -71,8 +71,11 @@ def write_json(path: Path, data: dict) -> None:
     _atomic_write(path, write)
 
 
-def shard_output_path(lake_dir: Path, run_id: str, asset: str, shard: str) -> Path:
-    return Path(lake_dir) / STAGING_DIR / "runs" / run_id / asset / f"{shard}.arrow"
+def staged_path(lake_dir: Path, run_id: str, asset: str, suffix: str = ".arrow", shard: str | None = None) -> Path:
+    """Where a run's output of `asset` (one shard of it, for a partitioned step) is staged: the one
+    place the layout is spelled out, for the IO manager and for steps that spill shards early."""
+    name = f"{asset}/{shard}" if shard is not None else asset
+    return Path(lake_dir) / STAGING_DIR / "runs" / run_id / f"{name}{suffix}"
 
 
 def spill_shard(lake_dir: Path, run_id: str, asset: str, shard: str, table: pa.Table) -> pa.Table:
@@ -81,7 +84,7 @@ def spill_shard(lake_dir: Path, run_id: str, asset: str, shard: str, table: pa.T
     What the step then holds of the shard is file-backed pages the kernel can drop, so a step
     over every shard no longer keeps the corpus's outputs in memory until it returns.
     """
-    path = shard_output_path(lake_dir, run_id, asset, shard)
+    path = staged_path(lake_dir, run_id, asset, shard=shard)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), SPILLED_KEY: str(path).encode()})
     with Lake(lake_dir).writing(f"stage shard {shard} of {asset}"):
         write_arrow(path, table)
@@ -108,9 +111,6 @@ class LakeStaging(dg.IOManager):
     def _root(self) -> Path:
         return self.lake_dir / STAGING_DIR
 
-    def _run_path(self, run_id: str, asset: str, suffix: str) -> Path:
-        return self._root() / "runs" / run_id / f"{asset}{suffix}"
-
     def handle_output(self, context: dg.OutputContext, obj) -> None:
         if obj is None:
             return
@@ -122,10 +122,10 @@ class LakeStaging(dg.IOManager):
         if context.has_asset_partitions:
             return self._write_shards(context, asset, obj)
         if isinstance(obj, pa.Table):
-            write_arrow(self._run_path(context.run_id, asset, ".arrow"), obj)
+            write_arrow(staged_path(self.lake_dir, context.run_id, asset), obj)
             context.add_output_metadata({"staged_rows": obj.num_rows, "staged_bytes": obj.nbytes})
         elif isinstance(obj, dict):
-            write_json(self._run_path(context.run_id, asset, ".json"), obj)
+            write_json(staged_path(self.lake_dir, context.run_id, asset, ".json"), obj)
         else:
             raise TypeError(f"{asset}: stage outputs are pa.Table or dict, not {type(obj).__name__}")
         write_json(self._root() / "latest" / f"{asset}.json", {"run_id": context.run_id})
@@ -136,7 +136,7 @@ class LakeStaging(dg.IOManager):
             got = sorted(shards) if isinstance(shards, dict) else type(shards).__name__
             raise TypeError(f"{asset}: a partitioned step returns {{shard: pa.Table}} for {sorted(expected)}, got {got}")
         for key, table in sorted(shards.items()):
-            path = shard_output_path(self.lake_dir, context.run_id, asset, key)
+            path = staged_path(self.lake_dir, context.run_id, asset, shard=key)
             if not _spilled_to(table, path):
                 write_arrow(path, table)
             write_json(self._root() / "latest" / asset / f"{key}.json", {"run_id": context.run_id})
@@ -148,20 +148,20 @@ class LakeStaging(dg.IOManager):
         asset = context.asset_key.to_python_identifier()
         upstream_run = [context.upstream_output.run_id] if context.upstream_output else []
         if context.has_asset_partitions:
-            return {key: self._load(f"{asset}/{key}", upstream_run) for key in sorted(context.asset_partition_keys)}
+            return {key: self._load(asset, upstream_run, key) for key in sorted(context.asset_partition_keys)}
         return self._load(asset, upstream_run)
 
-    def _load(self, asset: str, run_ids: list[str]):
-        """The output from the run that produced it, else the lake's latest (asset or asset/shard)."""
+    def _load(self, asset: str, run_ids: list[str], shard: str | None = None):
+        """The output from the run that produced it, else the lake's latest (of the asset or its shard)."""
         run_ids = list(run_ids)
-        latest = self._root() / "latest" / f"{asset}.json"
+        latest = self._root() / "latest" / (f"{asset}/{shard}.json" if shard is not None else f"{asset}.json")
         if latest.exists():
             run_ids.append(json.loads(latest.read_text(encoding="utf-8"))["run_id"])
         for run_id in run_ids:
             for suffix, read in ((".arrow", read_arrow), (".json", lambda p: json.loads(p.read_text(encoding="utf-8")))):
-                path = self._run_path(run_id, asset, suffix)
+                path = staged_path(self.lake_dir, run_id, asset, suffix, shard)
                 if path.exists():
                     return read(path)
         raise FileNotFoundError(
-            f"no staged {asset} in {self._root()}: materialize it first (run index_job on this lake)"
+            f"no staged {asset}{'' if shard is None else ' shard ' + shard} in {self._root()}: materialize it first (run index_job on this lake)"
         )
