@@ -27,6 +27,7 @@ from rag_pipeline.query.rerank import rerank as rerank_hits
 from rag_pipeline.query.retrieve import (
     dense_arm, group_coverage, idf_weights, keyword_arm, lexical_coverage, query_terms, rendering_weights, terms_arm,
 )
+from rag_pipeline.query.rewrite import rewrite_query
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -123,6 +124,7 @@ class RagIndex:
         self.reranker = reranker  # None: fused order is final
         self.rerank_top_n = rerank_top_n
         self.translate_queries = True  # the dictionary-translated keyword arm of `hybrid` (off: ablation)
+        self.rewrite_queries = True  # conversational wrapper removed before retrieval (off: ablation)
         self.term_counting = "vocabulary"  # one of TERM_COUNTING; all give the same counts
         self.chunks = lake.open_published(s.CHUNKS, manifest)
         self._term_stats = None  # opened on first need: a filter admitting every chunk of a large generation
@@ -178,8 +180,12 @@ class RagIndex:
         `rerank`: None reranks when a reranker is configured; True asks for it (the result says
         `rerank_status = "degraded"` when it could not run); False never reranks.
         """
-        hits, _ = self._retrieve(query, mode, k, principal, where, rerank)
+        hits, _ = self._retrieve(self._rewritten(query), mode, k, principal, where, rerank)
         return hits
+
+    def _rewritten(self, query: str) -> str:
+        """What retrieval and the evidence read (query.rewrite); readers see the original."""
+        return rewrite_query(query) if self.rewrite_queries else query
 
     def _retrieve(self, query: str, mode: str, k: int, principal: Principal | None, where: str | None, rerank: bool | None = None):
         """Hits plus what ask() needs; a damaged table surfaces as IndexUnreadableError (with the fix)."""
@@ -373,20 +379,23 @@ class RagIndex:
         Extractive by default; with an LLM configured its answer replaces the extractive one only
         when every citation checks out (otherwise the extractive answer comes back with a note).
         """
-        hits, (query_vec, evidence, _, doc_freq, n_docs, rendered) = self._retrieve(question, "hybrid", k, principal, where)
+        query = self._rewritten(question)  # retrieval, evidence and sentence choice; the answer keeps `question`
+        hits, (query_vec, evidence, _, doc_freq, n_docs, rendered) = self._retrieve(query, "hybrid", k, principal, where)
         top = context_hits([h.__dict__ for h in hits])
-        weights = idf_weights(query_terms(question), doc_freq, n_docs)
+        weights = idf_weights(query_terms(query), doc_freq, n_docs)
         # rendered = (concept groups, weights) of the dictionary translation: its share one sentence holds
         evidence = {
             **evidence,
-            "sentence_coverage": round(best_sentence_coverage(question, top, weights), 3),
-            "translated_sentence_coverage": round(best_sentence_coverage(question, top, rendered[1], rendered[0]), 3) if rendered else 0.0,
+            "sentence_coverage": round(best_sentence_coverage(query, top, weights), 3),
+            "translated_sentence_coverage": round(best_sentence_coverage(query, top, rendered[1], rendered[0]), 3) if rendered else 0.0,
         }
+        if query != question:
+            evidence["rewritten_query"] = query
         reason = refusal_reason(evidence, self.policy)
         if reason:
             return Answer(question, "", True, reason, [], evidence)
         picked = select_sentences(
-            question, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
+            query, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
             cross_lingual=bool(evidence.get("cross_lingual")),
         )
         text, citations = compose(picked, top)
