@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import re
 
-from rag_pipeline.text import is_identifier, question_tokens, split_sentences
+from rag_pipeline.text import is_identifier, question_tokens
 
 _EN_FILLER = [
     # greetings, sign-offs, apologies and remarks about the question itself
-    r"\b(?:hi|hello|hey|hiya|howdy|greetings)(?: there| all| team| everyone| folks| guys)?\b[,!.:]*",
-    r"\bgood (?:morning|afternoon|evening)\b[,!.:]*",
+    r"^\s*(?:hi|hello|hey|hiya|howdy|greetings)(?: there| all| team| everyone| folks| guys)?\b[,!.:]*",  # "Ly6C hi" is content
+    r"^\s*good (?:morning|afternoon|evening)\b[,!.:]*",
     r"\b(?:many )?thanks?(?: you)?(?: (?:so|very) much| a lot| a ton| in advance)?\b[!.]*",
     r"\b(?:thx|cheers|lol)\b[!.]*",
     r"\b(?:i(?:'d)? )?(?:really )?appreciate (?:it|any help|your help)\b[!.]*",
@@ -65,6 +65,9 @@ _ZH_FILLER = [  # Simplified and Traditional forms
 _FILLER = re.compile("|".join(f"(?:{p})" for p in _EN_FILLER + _ZH_FILLER), re.IGNORECASE)
 _SPACES = re.compile(r"\s{2,}")
 _LOOSE_PUNCT = re.compile(r"^[\s,.;:!?，。；：！？、—–-]+|(?<=[，,、])\s*[，,、]+|\s+(?=[?？，,])")
+# A sentence ends at 。！？!? or at a full stop after a lower-case word ("trip. Does"), not after
+# an abbreviation ("U.S. entity", "Dr. Li"): only a real statement before the question is background.
+_SENTENCE_END = re.compile(r"(?<=[。！？!?])\s*|(?<=[a-z0-9)\]]{2}[.])\s+(?=[A-Z\u4e00-\u9fff])")
 MIN_FOCUS_TERMS = 2
 
 
@@ -79,18 +82,20 @@ def without_filler(text: str) -> str:
 def question_focus(text: str) -> str:
     """The question sentences of a message that tells its background first, with the codes the
     background named; the message itself when it is one sentence or the question alone is too thin."""
-    sentences = split_sentences(text)
+    sentences = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
     asked = [s for s in sentences if s.rstrip().endswith(("?", "？"))]
-    background = [s for s in sentences if s not in asked]
+    background = [s for s in sentences if s not in asked and question_tokens(s)]
     if not asked or not background:
         return text
     held = set(question_tokens(" ".join(asked)))
     codes = [t for s in background for t in re.findall(r"[\w-]+", s) if is_identifier(t.lower()) and t.lower() not in held]
     focus = " ".join(dict.fromkeys(codes)) + (" " if codes else "") + " ".join(asked)
-    return focus if len(set(question_tokens(focus))) >= MIN_FOCUS_TERMS else text
+    return focus if len(set(question_tokens(without_filler(focus)))) >= MIN_FOCUS_TERMS else text
 
 
 def rewrite_query(question: str) -> str:
     """What retrieval searches for: the question without its wrapper; the original when nothing is left."""
-    rewritten = tidy(question_focus(without_filler(question)))
-    return rewritten if rewritten and question_tokens(rewritten) else question
+    rewritten = without_filler(question_focus(question))  # sentences are told apart before filler goes
+    if not rewritten or not question_tokens(rewritten) or rewritten == tidy(question):
+        return question  # nothing left, or nothing but spacing changed: searched as asked
+    return rewritten

@@ -33,6 +33,9 @@ def test_the_wrapper_goes_and_every_term_of_the_question_stays(asked, plain):
         "我下个月要去哈尔滨出差，住宿标准是多少？",  # 哈 of 哈尔滨 is not a particle
         "What is the maximum payload of the X-2000 arm?",
         "Hi! Thanks!",  # nothing would be left: the original is searched
+        "Ly6C hi monocytes have a higher inflammatory capacity than Ly6C lo monocytes.",  # a greeting only opens a message
+        "What U.S. entity said that corporal punishment was Constitutional?",  # an abbreviation ends no sentence
+        'Why was the student group called "the Methodists?"',
     ],
 )
 def test_a_question_without_a_wrapper_is_searched_as_asked(question):
