@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -137,36 +138,44 @@ def _content_sha256(path: Path, st: os.stat_result) -> str:
     return hashlib.sha256(os.fsencode(what)).hexdigest()
 
 
-def scan_raw_folder(raw_dir: Path) -> list[RawFile]:
-    """Every file under raw_dir except sidecars and hidden files, sorted by path.
-
-    Symbolic links (to files or directories) and other non-regular files are listed but
-    never followed or opened, so they are quarantined instead of silently disappearing.
-    """
+def raw_folder_files(raw_dir: Path) -> Iterator[tuple[Path, str]]:
+    """(path, path relative to raw_dir) of every file under raw_dir except sidecars and hidden
+    files, sorted by path. Symbolic links (to files or directories) and other non-regular files
+    are listed but never followed or opened, so they are quarantined instead of silently
+    disappearing."""
     if not raw_dir.is_dir():
         raise FileNotFoundError(f"raw folder {raw_dir} does not exist")
     raw_dir = raw_dir.resolve()
-    records: list[RawFile] = []
     for root, dirs, files in os.walk(raw_dir, followlinks=False):
         linked_dirs = [d for d in dirs if os.path.islink(os.path.join(root, d))]
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in linked_dirs)
         for name in sorted(files + linked_dirs):
-            path = Path(root) / name
             if name.startswith(".") or name.endswith(SIDECAR_SUFFIX):
                 continue
-            st = path.lstat()
-            relative = path.relative_to(raw_dir).as_posix()
-            source = display_name(relative)
-            metadata, error = read_sidecar(path)
-            records.append(
-                RawFile(
-                    doc_id=doc_id_for(relative),
-                    source=source,
-                    path=path,
-                    size=st.st_size,
-                    sha256=_content_sha256(path, st),
-                    metadata=metadata,
-                    metadata_error=error,
-                )
+            path = Path(root) / name
+            yield path, path.relative_to(raw_dir).as_posix()
+
+
+def listed_sources(raw_dir: Path) -> dict[str, str]:
+    """doc_id -> source of every file the scan lists, without reading a file (the accounting check)."""
+    return {doc_id_for(relative): display_name(relative) for _, relative in raw_folder_files(raw_dir)}
+
+
+def scan_raw_folder(raw_dir: Path) -> list[RawFile]:
+    """Every file raw_folder_files lists, with its size, content hash and sidecar metadata."""
+    records: list[RawFile] = []
+    for path, relative in raw_folder_files(raw_dir):
+        st = path.lstat()
+        metadata, error = read_sidecar(path)
+        records.append(
+            RawFile(
+                doc_id=doc_id_for(relative),
+                source=display_name(relative),
+                path=path,
+                size=st.st_size,
+                sha256=_content_sha256(path, st),
+                metadata=metadata,
+                metadata_error=error,
             )
+        )
     return records

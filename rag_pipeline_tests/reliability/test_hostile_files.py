@@ -26,7 +26,7 @@ from rag_pipeline.defs import assets
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
 from rag_pipeline.ingest.pool import is_transient, parse_many
-from rag_pipeline.ingest.scan import SIDECAR_SUFFIX, scan_raw_folder
+from rag_pipeline.ingest.scan import SIDECAR_SUFFIX, listed_sources, scan_raw_folder
 from rag_pipeline.ingest.triage import QuarantineRecord, parse_outcome, triage
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -269,6 +269,8 @@ def test_every_hostile_file_is_scanned_parsed_and_triaged_in_process(tmp_path):
     assert sources == set(expected), (sorted(sources - set(expected)), sorted(set(expected) - sources))
     assert "..evil.md" not in sources  # hidden
     assert len({r.doc_id for r in records}) == len(records)
+    # the accounting check lists the folder without reading a file: the same files, links and pipes included
+    assert listed_sources(raw) == {r.doc_id: r.source for r in records}
 
     got: dict[str, str] = {}
     for raw_file in records:
