@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from rag_pipeline.cluster.jobs import index_job, index_shard_job
 from rag_pipeline.config import ChunkingSettings
-from rag_pipeline.defs.io import STAGING_DIR, read_arrow
+from rag_pipeline.defs.io import latest_pointer, read_arrow, staged_path
 from rag_pipeline.defs.shards import SHARD_KEYS, lineage, scan_digest, split_by_shard
 
 SCAN_ASSETS = ["raw_documents"]
@@ -103,15 +103,14 @@ def shard_inputs(run_config: Mapping) -> str:
 def up_to_date_shards(instance: dg.DagsterInstance, lake_dir: Path, scan_run_id: str, inputs: str) -> set[str]:
     """Shards whose latest staged outputs were built by a successful shard run with these
     inputs from the files this scan found (each output's lineage is this scan's shard digest)."""
-    staging = Path(lake_dir) / STAGING_DIR
-    scan = read_arrow(staging / "runs" / scan_run_id / "raw_documents.arrow")
+    scan = read_arrow(staged_path(lake_dir, scan_run_id, "raw_documents"))
     fresh, names = set(), shard_assets()
     for key, raw_shard in split_by_shard(scan).items():
         digest, producers = scan_digest(raw_shard), set()
         for name in names:
-            pointer = staging / "latest" / name / f"{key}.json"
+            pointer = latest_pointer(lake_dir, name, key)
             run_id = json.loads(pointer.read_text(encoding="utf-8"))["run_id"] if pointer.exists() else None
-            path = staging / "runs" / str(run_id) / name / f"{key}.arrow"
+            path = staged_path(lake_dir, str(run_id), name, shard=key)
             if run_id is None or not path.exists() or lineage(_schema_only(path)) != digest:
                 break
             producers.add(run_id)

@@ -74,8 +74,16 @@ def write_json(path: Path, data: dict) -> None:
 def staged_path(lake_dir: Path, run_id: str, asset: str, suffix: str = ".arrow", shard: str | None = None) -> Path:
     """Where a run's output of `asset` (one shard of it, for a partitioned step) is staged: the one
     place the layout is spelled out, for the IO manager and for steps that spill shards early."""
-    name = f"{asset}/{shard}" if shard is not None else asset
-    return Path(lake_dir) / STAGING_DIR / "runs" / run_id / f"{name}{suffix}"
+    return Path(lake_dir) / STAGING_DIR / "runs" / run_id / f"{_staged_name(asset, shard)}{suffix}"
+
+
+def latest_pointer(lake_dir: Path, asset: str, shard: str | None = None) -> Path:
+    """The JSON naming the run whose output of `asset` (or of its shard) is the lake's latest."""
+    return Path(lake_dir) / STAGING_DIR / "latest" / f"{_staged_name(asset, shard)}.json"
+
+
+def _staged_name(asset: str, shard: str | None) -> str:
+    return f"{asset}/{shard}" if shard is not None else asset
 
 
 def spill_shard(lake_dir: Path, run_id: str, asset: str, shard: str, table: pa.Table) -> pa.Table:
@@ -128,7 +136,7 @@ class LakeStaging(dg.IOManager):
             write_json(staged_path(self.lake_dir, context.run_id, asset, ".json"), obj)
         else:
             raise TypeError(f"{asset}: stage outputs are pa.Table or dict, not {type(obj).__name__}")
-        write_json(self._root() / "latest" / f"{asset}.json", {"run_id": context.run_id})
+        write_json(latest_pointer(self.lake_dir, asset), {"run_id": context.run_id})
 
     def _write_shards(self, context: dg.OutputContext, asset: str, shards: dict) -> None:
         expected = set(context.asset_partition_keys)
@@ -139,7 +147,7 @@ class LakeStaging(dg.IOManager):
             path = staged_path(self.lake_dir, context.run_id, asset, shard=key)
             if not _spilled_to(table, path):
                 write_arrow(path, table)
-            write_json(self._root() / "latest" / asset / f"{key}.json", {"run_id": context.run_id})
+            write_json(latest_pointer(self.lake_dir, asset, key), {"run_id": context.run_id})
         context.add_output_metadata(
             {"staged_rows": sum(t.num_rows for t in shards.values()), "staged_bytes": sum(t.nbytes for t in shards.values())}
         )
@@ -154,7 +162,7 @@ class LakeStaging(dg.IOManager):
     def _load(self, asset: str, run_ids: list[str], shard: str | None = None):
         """The output from the run that produced it, else the lake's latest (of the asset or its shard)."""
         run_ids = list(run_ids)
-        latest = self._root() / "latest" / (f"{asset}/{shard}.json" if shard is not None else f"{asset}.json")
+        latest = latest_pointer(self.lake_dir, asset, shard)
         if latest.exists():
             run_ids.append(json.loads(latest.read_text(encoding="utf-8"))["run_id"])
         for run_id in run_ids:
