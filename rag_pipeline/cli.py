@@ -866,7 +866,8 @@ def cmd_generations(args) -> int:
         result = _change_generations(lake, args)
     else:
         result = [
-            {k: g.get(k) for k in ("generation", "current", "staged_at", "run_id", "counts")} | {"model": g["model"]["name"]}
+            {k: g.get(k) for k in ("generation", "current", "staged_at", "run_id", "counts")}
+            | {"model": g["model"]["name"], "build": g.get("build") or {"kind": "full"}}
             for g in lake.list_generations()
         ]
     if isinstance(result, dict) and "generation" in result:
@@ -881,11 +882,19 @@ def cmd_generations(args) -> int:
         for g in data:
             lines.append(
                 f"{'*' if g['current'] else ' ':2}{g['generation']:>4}  {g['staged_at']:<26} {g['model']:<24} {_counts(g['counts'])}"
+                + _built_from(g["build"])
             )
         return "\n".join(lines)
 
     _print(result, args.json, fmt)
     return 0
+
+
+def _built_from(build: dict) -> str:
+    """How a generation was written: whole (nothing said) or from another one's rows."""
+    if build.get("kind") != "changes":
+        return ""
+    return f"  (from gen {build['base_generation']}: {build['documents_replaced']} documents' rows replaced)"
 
 
 def _change_generations(lake, args) -> dict:

@@ -40,7 +40,7 @@ from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
 from rag_pipeline.progress import Progress
 from rag_pipeline.store import rows, staging
 from rag_pipeline.store import schema as s
-from rag_pipeline.store.ann import AnnPolicy
+from rag_pipeline.store.ann import AnnPolicy, vector_index_plan
 from rag_pipeline.store.lake import IndexUnreadableError, Lake, utc_now
 
 OWNERS = ["team:search-platform"]
@@ -415,6 +415,8 @@ def lancedb_index(
             "lake_dir": str(settings.lake_dir),
             "generation": manifest["generation"],
             "new_generation": not manifest.get("unchanged"),
+            # "changes": built from the served generation, only changed documents' rows written
+            "build": "unchanged" if manifest.get("unchanged") else (manifest.get("build") or {}).get("kind", "full"),
             "table_versions": manifest["table_versions"],
             **manifest["counts"],
             "scanned_files": raw_documents.num_rows,
@@ -430,6 +432,10 @@ def lancedb_index(
 
 STAGE_BATCH_DOCUMENTS = 1_000  # files whose parses become document rows at once
 STAGE_BATCH_CHUNKS = 5_000  # chunks whose rows are built and streamed into the table at once
+# A generation built from the served one (Lake.stage_changes) leaves deleted rows in the
+# full-text index's BM25 statistics (document count, term frequencies) until a full build; a
+# full build comes once the rows replaced since the last one reach this share of the table.
+REBUILD_AFTER_REPLACED = 0.10
 
 
 def _stage_generation(context, lake: Lake, settings, identity, served, signature, raw_documents, parsed_documents, quarantine, chunks, embeddings):
@@ -438,12 +444,15 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
     Rows are built in batches (STAGE_BATCH_DOCUMENTS files, STAGE_BATCH_CHUNKS chunks) from the
     memory-mapped stage tables, and the chunk rows streamed into the staged table: the Python
     objects alive at once (files, parses, chunks, vectors) are one batch's, not the corpus's.
-    Row order is the chunks' scan order, whatever the shard count.
+    Only the chunk rows of documents whose `rows_digest` differs from the served generation's
+    are built and written when the served generation can be built upon (`_replaceable`);
+    otherwise every row, in the chunks' scan order, whatever the shard count.
     """
     now = utc_now()
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
     counted = pc.value_counts(chunks.table.column("doc_id"))
     counts = dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())) if len(counted) else {}
+    digests = rows.chunk_digests(chunks.table)
 
     def of(table: pa.Table | None, doc_ids: pa.Array) -> pa.Table | None:
         return None if table is None else table.filter(pc.is_in(table.column("doc_id"), value_set=doc_ids))
@@ -453,17 +462,23 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
         raws = staging.raw_files_from_table(raw_documents.slice(start, STAGE_BATCH_DOCUMENTS))
         ids = pa.array([r.doc_id for r in raws], pa.string())
         parsed = staging.parsed_from_table(of(parsed_documents.table, ids))
-        document_batches.append(rows.documents_table(raws, parsed, counts, rows.document_versions(raws, of(previous_docs, ids)), now))
+        versions = rows.document_versions(raws, of(previous_docs, ids))
+        document_batches.append(rows.documents_table(raws, parsed, counts, versions, now, digests))
     documents = pa.concat_tables(document_batches or [s.documents_schema().empty_table()])
     # each chunk row's vector: its fingerprint's row in the embeddings stage
     found = pc.index_in(chunks.table.column("fingerprint"), value_set=embeddings.table.column("fingerprint").combine_chunks())
     if found.null_count:
         raise RuntimeError(f"{found.null_count} chunks have no vector in the embeddings stage: materialize embeddings again")
     vector_of = found.to_numpy()
+    replaced = _replaceable(served, previous_docs, documents, identity, chunks.num_rows, settings)
+    positions = np.concatenate([chunks.rows(start, STAGE_BATCH_CHUNKS) for start in range(0, chunks.num_rows, STAGE_BATCH_CHUNKS)] or [np.zeros(0, np.int64)])
+    if replaced is not None:  # only the replaced documents' chunks get rows
+        wanted = pc.is_in(chunks.table.column("doc_id"), value_set=pa.array(sorted(replaced), pa.string())).to_numpy(zero_copy_only=False)
+        positions = positions[wanted[positions]]
 
     def chunk_batches():
-        for start in range(0, chunks.num_rows, STAGE_BATCH_CHUNKS):
-            picked = chunks.rows(start, STAGE_BATCH_CHUNKS)
+        for start in range(0, len(positions), STAGE_BATCH_CHUNKS):
+            picked = positions[start: start + STAGE_BATCH_CHUNKS]
             records = staging.chunks_from_table(chunks.take(picked))
             ids = pa.array(sorted({c.doc_id for c in records}), pa.string())
             raws = {r.doc_id: r for r in staging.raw_files_from_table(of(raw_documents, ids))}
@@ -472,17 +487,46 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
             yield rows.chunks_table(records, raws, doc_rows, vectors, identity.dimension)
 
     changes = rows.document_changes(previous_docs, documents)
-    manifest = lake.stage(
-        documents,
-        chunk_batches(),
-        rows.quarantine_table(staging.quarantine_from_table(quarantine), now),
+    common = dict(
         model=identity.as_dict(),
         run_id=context.run_id,
         stats={"scanned_files": raw_documents.num_rows, **changes},
-        ann_policy=AnnPolicy(min_rows=settings.ann_min_rows),
         content_signature=signature,
+        extra={"row_digests": rows.row_digest_scheme()},
     )
+    quarantined = rows.quarantine_table(staging.quarantine_from_table(quarantine), now)
+    if replaced is None:
+        manifest = lake.stage(documents, chunk_batches(), quarantined, ann_policy=AnnPolicy(min_rows=settings.ann_min_rows), **common)
+    else:
+        manifest = lake.stage_changes(served, documents, chunk_batches(), replaced, quarantined, **common)
+        build = manifest["build"]
+        context.log.info(
+            f"generation {manifest['generation']} built from generation {served['generation']}: "
+            f"{build['documents_replaced']} documents' rows replaced (-{build['rows_deleted']} +{build['rows_added']} chunks)"
+        )
     return manifest, changes, documents.column("status").to_pylist()
+
+
+def _replaceable(served: dict | None, previous_docs, documents: pa.Table, identity, n_chunks: int, settings) -> set[str] | None:
+    """The documents whose chunk rows a generation built from the served one must replace (new,
+    changed or gone), or None when it must be built whole: nothing served, another model, row
+    digests of another scheme (or none), another kind of vector index due, or the rows replaced
+    since the last full build reaching REBUILD_AFTER_REPLACED of the table."""
+    if not served or served.get("row_digests") != rows.row_digest_scheme() or served.get("model") != identity.as_dict():
+        return None
+    diff = rows.replaced_documents(previous_docs, documents)
+    if diff is None:
+        return None
+    changed, gone = diff
+    if vector_index_plan(n_chunks, AnnPolicy(min_rows=settings.ann_min_rows))["kind"] != served["vector_index"]["kind"]:
+        return None
+    before = dict(zip(previous_docs.column("doc_id").to_pylist(), previous_docs.column("n_chunks").to_pylist()))
+    after = dict(zip(documents.column("doc_id").to_pylist(), documents.column("n_chunks").to_pylist()))
+    rewritten = sum(before.get(d, 0) + after.get(d, 0) for d in changed) + sum(before[d] for d in gone)
+    already = int((served.get("build") or {}).get("replaced_rows", 0))
+    if already + rewritten > REBUILD_AFTER_REPLACED * max(n_chunks, 1):
+        return None
+    return changed | gone
 
 
 @dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL)

@@ -31,7 +31,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 from rag_pipeline.faults import failpoint
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import EXACT, AnnPolicy, vector_index_plan
-from rag_pipeline.store.terms import document_frequencies, sum_frequencies
+from rag_pipeline.store.terms import changed_frequencies, document_frequencies, sum_frequencies
 
 MANIFEST_NAME = "index_manifest.json"  # the served generation
 REFUSAL_POLICY_NAME = "refusal_policy.json"  # thresholds fitted by `rag calibrate`, per model
@@ -70,6 +70,30 @@ _WRITE_HINTS = {
     errno.EFBIG: "a file-size limit (ulimit -f) stopped the write: raise it for the indexing user",
     errno.ENOTDIR: "a file stands where the lake expects a folder: move it or point RAG_LAKE_DIR elsewhere",
 }
+
+
+FTS_CONFIG = FTS(
+    base_tokenizer="whitespace",  # text is pre-tokenized by rag_pipeline.text
+    lower_case=True,
+    stem=False,
+    remove_stop_words=False,
+    ascii_folding=False,
+    with_position=False,
+)
+DELETE_BATCH_IDS = 500  # documents per delete predicate when a generation replaces rows
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _counted(tables: Iterable[pa.Table], counted: dict) -> Iterator[pa.RecordBatch]:
+    """The batches of `tables`, counting rows and term frequencies into `counted` on the way."""
+    for table in tables:
+        counted["rows"] += table.num_rows
+        if table.num_rows:
+            counted["terms"].append(document_frequencies(table.column(s.SEARCH_TEXT_COLUMN)))
+        yield from table.to_batches()
 
 
 def os_errno(exc: BaseException) -> int | None:
@@ -242,6 +266,7 @@ class Lake:
         stats: dict | None = None,
         ann_policy: AnnPolicy = AnnPolicy(),
         content_signature: str | None = None,
+        extra: dict | None = None,
     ) -> dict:
         """Write the tables as new versions and record them as a new, not yet served, generation.
 
@@ -250,54 +275,110 @@ class Lake:
         memory at once; the term statistics are counted per batch and summed.
         """
         with self.writing("stage a new generation"):
-            manifest = self._stage(documents, chunks, quarantine, model=model, run_id=run_id, stats=stats, ann_policy=ann_policy)
-            if content_signature:
-                manifest["content_signature"] = content_signature
-            self._write_json(self._generation_path(manifest["generation"]), manifest)
-            return manifest
-
-    def _stage(self, documents, chunks, quarantine, *, model, run_id, stats, ann_policy) -> dict:
-        versions = {}
-        written = self.db.create_table(s.DOCUMENTS, data=documents, schema=documents.schema, mode="overwrite")
-        versions[s.DOCUMENTS] = written.version
-        failpoint("lancedb_write")
-        batches = iter([chunks] if isinstance(chunks, pa.Table) else chunks)
-        first = next(batches, None)
-        schema = first.schema if first is not None else s.chunks_schema(model["dimension"])
-        counted = {"rows": 0, "terms": []}
-
-        def record_batches():
-            for table in itertools.chain([first] if first is not None else [], batches):
-                counted["rows"] += table.num_rows
-                if table.num_rows:
-                    counted["terms"].append(document_frequencies(table.column(s.SEARCH_TEXT_COLUMN)))
-                yield from table.to_batches()
-
-        written = self.db.create_table(
-            s.CHUNKS, data=pa.RecordBatchReader.from_batches(schema, record_batches()), schema=schema, mode="overwrite"
-        )
-        n_chunks = counted["rows"]
-        vector_index = {"kind": EXACT, "rows": n_chunks}
-        if n_chunks:
-            written.create_index(
-                s.SEARCH_TEXT_COLUMN,
-                config=FTS(
-                    base_tokenizer="whitespace",  # text is pre-tokenized by rag_pipeline.text
-                    lower_case=True,
-                    stem=False,
-                    remove_stop_words=False,
-                    ascii_folding=False,
-                    with_position=False,
-                ),
-                replace=True,
+            versions = {s.DOCUMENTS: self._overwrite(s.DOCUMENTS, documents)}
+            failpoint("lancedb_write")
+            counted = {"rows": 0, "terms": []}
+            batches = iter([chunks] if isinstance(chunks, pa.Table) else chunks)
+            first = next(batches, None)
+            schema = first.schema if first is not None else s.chunks_schema(model["dimension"])
+            written = self.db.create_table(
+                s.CHUNKS,
+                data=pa.RecordBatchReader.from_batches(schema, _counted(itertools.chain([first] if first is not None else [], batches), counted)),
+                schema=schema,
+                mode="overwrite",
             )
-            for column, index in FILTER_INDEXES.items():
-                written.create_index(column, config=index(), replace=True)
-            vector_index = self._index_vectors(written, n_chunks, ann_policy)
-        versions[s.CHUNKS] = written.version
-        written = self.db.create_table(s.QUARANTINE, data=quarantine, schema=quarantine.schema, mode="overwrite")
-        versions[s.QUARANTINE] = written.version
-        terms = sum_frequencies(counted["terms"])
+            n_chunks = counted["rows"]
+            vector_index = {"kind": EXACT, "rows": n_chunks}
+            if n_chunks:
+                written.create_index(s.SEARCH_TEXT_COLUMN, config=FTS_CONFIG, replace=True)
+                for column, index in FILTER_INDEXES.items():
+                    written.create_index(column, config=index(), replace=True)
+                vector_index = self._index_vectors(written, n_chunks, ann_policy)
+            versions[s.CHUNKS] = written.version
+            return self._record_generation(
+                versions, documents, quarantine, sum_frequencies(counted["terms"]), n_chunks,
+                model=model, run_id=run_id, stats=stats, vector_index=vector_index,
+                content_signature=content_signature, extra={"build": {"kind": "full", "replaced_rows": 0}, **(extra or {})},
+            )
+
+    def stage_changes(
+        self,
+        base: dict,
+        documents: pa.Table,
+        chunks: Iterable[pa.Table],
+        replaced: set[str],
+        quarantine: pa.Table,
+        *,
+        model: dict,
+        run_id: str | None,
+        stats: dict | None = None,
+        content_signature: str | None = None,
+        extra: dict | None = None,
+    ) -> dict:
+        """Stage a generation as the `base` generation's chunks with the `replaced` documents'
+        rows deleted and `chunks` (their new rows) added: a change of 1 % writes 1 % of the rows.
+
+        The chunks table is restored to the base's version first (a later staged generation that
+        was never promoted is not built upon); the full-text, filter and vector indexes take the
+        new rows in (`optimize_indices`: no retraining), the term statistics are the base's plus
+        the added rows' minus the deleted ones'. Older versions stay as they were, so rollback
+        and readers of the served generation are untouched. Documents and quarantine are small
+        and written whole.
+        """
+        with self.writing("stage a new generation from the served one"):
+            versions = {s.DOCUMENTS: self._overwrite(s.DOCUMENTS, documents)}
+            failpoint("lancedb_write")
+            table = self.db.open_table(s.CHUNKS)
+            table.checkout(base["table_versions"][s.CHUNKS])
+            table.restore()
+            removed, counted, deleted_rows = [], {"rows": 0, "terms": []}, 0
+            ids = sorted(replaced)
+            for start in range(0, len(ids), DELETE_BATCH_IDS):
+                predicate = "doc_id IN (" + ", ".join(_sql_string(d) for d in ids[start: start + DELETE_BATCH_IDS]) + ")"
+                gone = table.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN], filter=predicate).column(s.SEARCH_TEXT_COLUMN)
+                if len(gone):
+                    removed.append(document_frequencies(gone))
+                    deleted_rows += len(gone)
+                    table.delete(predicate)
+            batches = _counted(chunks, counted)
+            first = next(batches, None)
+            if first is not None:
+                table.add(pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], batches)))
+            table.to_lance().optimize.optimize_indices()
+            chunk_table = self.db.open_table(s.CHUNKS)
+            versions[s.CHUNKS] = chunk_table.version
+            n_chunks = chunk_table.count_rows()
+            base_terms = self.open_published(s.TERM_STATS, base).to_arrow() if s.TERM_STATS in base["table_versions"] else None
+            terms = changed_frequencies(base_terms, counted["terms"], removed)
+            previous_build = base.get("build") or {}
+            return self._record_generation(
+                versions, documents, quarantine, terms, n_chunks,
+                model=model, run_id=run_id, stats=stats,
+                vector_index={**base["vector_index"], "rows": n_chunks},
+                content_signature=content_signature,
+                extra={
+                    "build": {
+                        "kind": "changes",
+                        "base_generation": base["generation"],
+                        "documents_replaced": len(ids),
+                        "rows_added": counted["rows"],
+                        "rows_deleted": deleted_rows,
+                        # rows replaced since the last full build: the full-text index's BM25
+                        # statistics still count deleted rows until one (see REBUILD_AFTER_REPLACED)
+                        "replaced_rows": int(previous_build.get("replaced_rows", 0)) + deleted_rows + counted["rows"],
+                    },
+                    **(extra or {}),
+                },
+            )
+
+    def _overwrite(self, name: str, table: pa.Table) -> int:
+        return self.db.create_table(name, data=table, schema=table.schema, mode="overwrite").version
+
+    def _record_generation(
+        self, versions, documents, quarantine, terms, n_chunks, *, model, run_id, stats, vector_index, content_signature, extra
+    ) -> dict:
+        """Write quarantine and term statistics, then the generation's manifest (not yet served)."""
+        versions[s.QUARANTINE] = self._overwrite(s.QUARANTINE, quarantine)
         written = self.db.create_table(s.TERM_STATS, data=terms, schema=terms.schema, mode="overwrite")
         if terms.num_rows:
             written.create_index("term", config=BTree(), replace=True)
@@ -309,14 +390,14 @@ class Lake:
             "run_id": run_id,
             "model": model,
             "table_versions": versions,
-            "counts": {
-                "documents": documents.num_rows,
-                "chunks": n_chunks,
-                "quarantined": quarantine.num_rows,
-            },
+            "counts": {"documents": documents.num_rows, "chunks": n_chunks, "quarantined": quarantine.num_rows},
             "vector_index": vector_index,  # how readers search the vectors (store.ann)
             "stats": stats or {},
+            **extra,
         }
+        if content_signature:
+            manifest["content_signature"] = content_signature
+        self._write_json(self._generation_path(manifest["generation"]), manifest)
         return manifest
 
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import hashlib
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +17,9 @@ from rag_pipeline.ingest.scan import RawFile
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import schema as s
 from rag_pipeline.text import search_tokens
+
+
+_ACL_KEYS = ("status", "security_level", "department", "access_groups", "owner")
 
 
 def _acl(raw: RawFile) -> dict:
@@ -48,32 +52,88 @@ def documents_table(
     chunk_counts: Mapping[str, int],
     versions: Mapping[str, int],
     indexed_at: str,
+    chunk_digests: Mapping[str, str] | None = None,
 ) -> pa.Table:
+    """One row per parsed file; `chunk_digests` (chunk_digests()) feed each row's `rows_digest`."""
     rows = []
     for raw in raws:
         doc = parsed.get(raw.doc_id)
         if doc is None:
             continue
-        rows.append(
-            {
-                "doc_id": raw.doc_id,
-                "source": raw.source,
-                "sha256": raw.sha256,
-                "size": raw.size,
-                "format": doc.format,
-                "parser": doc.parser,
-                "title": raw.metadata.title or doc.title or display_name(raw.path.stem),
-                "language": raw.metadata.language or doc.language,
-                "page_count": doc.page_count,
-                "ocr_used": doc.ocr_used,
-                "ocr_confidence": doc.ocr_confidence,
-                **_acl(raw),
-                "version": versions.get(raw.doc_id, 1),
-                "n_chunks": chunk_counts.get(raw.doc_id, 0),
-                "indexed_at": indexed_at,
-            }
-        )
+        row = {
+            "doc_id": raw.doc_id,
+            "source": raw.source,
+            "sha256": raw.sha256,
+            "size": raw.size,
+            "format": doc.format,
+            "parser": doc.parser,
+            "title": raw.metadata.title or doc.title or display_name(raw.path.stem),
+            "language": raw.metadata.language or doc.language,
+            "page_count": doc.page_count,
+            "ocr_used": doc.ocr_used,
+            "ocr_confidence": doc.ocr_confidence,
+            **_acl(raw),
+            "version": versions.get(raw.doc_id, 1),
+            "n_chunks": chunk_counts.get(raw.doc_id, 0),
+            "indexed_at": indexed_at,
+        }
+        rows.append({**row, "rows_digest": rows_digest(row, (chunk_digests or {}).get(raw.doc_id, ""))})
     return pa.Table.from_pylist(rows, schema=s.documents_schema())
+
+
+# What of a document row is copied into each of its chunk rows (chunks_table): with the digest
+# of its staged chunks, it decides whether the document's chunk rows would be written differently.
+_DENORMALIZED = ("source", "title", "language", *_ACL_KEYS)
+
+
+def rows_digest(document_row: Mapping, chunk_digest: str) -> str:
+    """Digest of every input of a document's chunk rows (ROWS_VERSION included)."""
+    fields = [ROWS_VERSION, chunk_digest, *(document_row[k] for k in _DENORMALIZED)]
+    return hashlib.blake2b(json.dumps(fields, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+
+
+ROW_DIGEST_BATCH = 50_000
+
+
+def row_digest_scheme() -> str:
+    """Which hash chunk_digests used: polars' row hash is stable within one polars version only,
+    so a generation digested by another version compares unequal everywhere (a full build)."""
+    import polars as pl
+
+    return f"1-polars-{pl.__version__}"
+
+
+def chunk_digests(chunks: pa.Table) -> dict[str, str]:
+    """doc_id -> digest of its staged chunk rows (every column, in ordinal order).
+
+    Rows are hashed by polars a batch at a time (memory: one batch of text, not the corpus's);
+    per document the row hashes are digested in ordinal order.
+    """
+    import polars as pl
+
+    parts = []
+    for start in range(0, chunks.num_rows, ROW_DIGEST_BATCH):
+        frame = pl.from_arrow(chunks.slice(start, ROW_DIGEST_BATCH).replace_schema_metadata(None))
+        parts.append(frame.select("doc_id", "ordinal").with_columns(frame.hash_rows(seed=0).alias("hash")))
+    if not parts:
+        return {}
+    grouped = pl.concat(parts).sort("doc_id", "ordinal").group_by("doc_id", maintain_order=True).agg("hash")
+    return {
+        doc_id: hashlib.blake2b(np.asarray(hashes, dtype=np.uint64).tobytes(), digest_size=16).hexdigest()
+        for doc_id, hashes in zip(grouped["doc_id"].to_list(), grouped["hash"].to_list())
+    }
+
+
+def replaced_documents(previous: pa.Table | None, current: pa.Table) -> tuple[set[str], set[str]] | None:
+    """(documents whose chunk rows must be written: new or digest changed, documents gone), or
+    None when the previous generation carries no digests to compare with (build it whole)."""
+    if previous is None or "rows_digest" not in previous.column_names:
+        return None
+    before = dict(zip(previous.column("doc_id").to_pylist(), previous.column("rows_digest").to_pylist()))
+    if any(d is None for d in before.values()):
+        return None
+    after = dict(zip(current.column("doc_id").to_pylist(), current.column("rows_digest").to_pylist()))
+    return {d for d, digest in after.items() if before.get(d) != digest}, set(before) - set(after)
 
 
 def chunks_table(

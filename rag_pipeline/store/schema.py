@@ -39,6 +39,9 @@ def documents_schema() -> pa.Schema:
             pa.field("version", pa.int32()),
             pa.field("n_chunks", pa.int32()),
             pa.field("indexed_at", pa.string()),
+            # digest of everything this document's chunk rows are built from (store.rows.rows_digest):
+            # equal in two generations = identical chunk rows, so a new generation rewrites only the others
+            pa.field("rows_digest", pa.string()),
         ]
     )
 

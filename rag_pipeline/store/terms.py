@@ -59,6 +59,19 @@ def sum_frequencies(parts: list[pa.Table]) -> pa.Table:
     return _summed(parts) if parts else TERM_STATS_SCHEMA.empty_table()
 
 
+def changed_frequencies(base: pa.Table | None, added: list[pa.Table], removed: list[pa.Table]) -> pa.Table:
+    """A generation's term statistics from its base's, plus the rows it added, minus those it
+    deleted (each a document_frequencies table); terms left in no chunk are dropped."""
+    import polars as pl
+
+    frames = [pl.from_arrow(p) for p in ([base] if base is not None else []) + added if p.num_rows]
+    frames += [pl.from_arrow(p).with_columns(-pl.col("df")) for p in removed if p.num_rows]
+    if not frames:
+        return TERM_STATS_SCHEMA.empty_table()
+    counted = pl.from_arrow(_summed(frames)).filter(pl.col("df") > 0)
+    return counted.to_arrow().cast(TERM_STATS_SCHEMA)
+
+
 def _summed(frames) -> pa.Table:
     """Per-term sums of (term, df) polars frames, sorted by term, as a TERM_STATS_SCHEMA table."""
     import polars as pl
