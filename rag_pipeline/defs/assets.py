@@ -470,7 +470,7 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
     if found.null_count:
         raise RuntimeError(f"{found.null_count} chunks have no vector in the embeddings stage: materialize embeddings again")
     vector_of = found.to_numpy()
-    replaced = _replaceable(served, previous_docs, documents, identity, chunks.num_rows, settings)
+    replaced = _replaceable(served, previous_docs, documents, identity, chunks.num_rows, settings) if served and lake.is_readable(served) else None
     positions = np.concatenate([chunks.rows(start, STAGE_BATCH_CHUNKS) for start in range(0, chunks.num_rows, STAGE_BATCH_CHUNKS)] or [np.zeros(0, np.int64)])
     if replaced is not None:  # only the replaced documents' chunks get rows
         wanted = pc.is_in(chunks.table.column("doc_id"), value_set=pa.array(sorted(replaced), pa.string())).to_numpy(zero_copy_only=False)
@@ -508,8 +508,8 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
 
 
 def _replaceable(served: dict | None, previous_docs, documents: pa.Table, identity, n_chunks: int, settings) -> set[str] | None:
-    """The documents whose chunk rows a generation built from the served one must replace (new,
-    changed or gone), or None when it must be built whole: nothing served, another model, row
+    """The documents whose chunk rows a generation built from the (readable) served one must replace
+    (new, changed or gone), or None when it must be built whole: nothing served, another model, row
     digests of another scheme (or none), another kind of vector index due, or the rows replaced
     since the last full build reaching REBUILD_AFTER_REPLACED of the table."""
     if not served or served.get("row_digests") != rows.row_digest_scheme() or served.get("model") != identity.as_dict():
