@@ -92,7 +92,7 @@ def rows_digest(document_row: Mapping, chunk_digest: str) -> str:
     return hashlib.blake2b(json.dumps(fields, ensure_ascii=False).encode(), digest_size=16).hexdigest()
 
 
-ROW_DIGEST_BATCH = 50_000
+ROW_DIGEST_BATCH = 16_384  # chunk rows per polars frame: text is copied into it
 
 
 def row_digest_scheme() -> str:
@@ -215,6 +215,9 @@ def document_changes(previous: pa.Table | None, current: pa.Table) -> dict[str, 
 ROWS_VERSION = 1
 
 
+SIGNATURE_SLICE_ROWS = 4_096
+
+
 def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int) -> str:
     """sha256 of everything a generation is built from: the staged raw files (content hash,
     sidecar metadata), parses, chunks and quarantine, the model, the published schemas. Equal
@@ -222,14 +225,15 @@ def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int) 
     without building its rows (vectors follow from chunk fingerprints and the model key).
 
     Hashed in fixed slices of combined columns, so equal values hash equal whatever their
-    Arrow chunking, with memory bounded by a slice.
+    Arrow chunking, with memory bounded by a slice (SIGNATURE_SLICE_ROWS: combining and
+    serializing copies the slice, so 65,536 parse rows held ~350 MB at once at 100k documents).
     """
     digest = hashlib.sha256(f"v{ROWS_VERSION}\0{model_key}\0{dimension}".encode())
     for schema in (s.documents_schema(), s.chunks_schema(dimension), s.quarantine_schema()):
         digest.update(schema.serialize())
     for table in inputs:
         digest.update(table.schema.serialize())
-        for start in range(0, table.num_rows, 65_536):
-            for batch in table.slice(start, 65_536).combine_chunks().to_batches():
+        for start in range(0, table.num_rows, SIGNATURE_SLICE_ROWS):
+            for batch in table.slice(start, SIGNATURE_SLICE_ROWS).combine_chunks().to_batches():
                 digest.update(batch.serialize())
     return digest.hexdigest()
