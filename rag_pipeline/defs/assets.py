@@ -228,27 +228,22 @@ def chunks(
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     model_key = rag.encoder().identity.key
-    # pass 1, a shard at a time: cache keys, and the parses of documents the cache lacks; each
-    # shard's table is let go once read, so its memory-mapped pages leave the step with it
-    keys, uncached, lineages, sizes = {}, {}, {}, {}
-    for shard in list(parsed_documents):
-        parsed = parsed_documents.pop(shard)
-        doc_ids, outcomes = parsed.column("doc_id").to_pylist(), parsed.column("outcome").to_pylist()
-        keys[shard] = [chunk_cache_key(d, o, settings.chunking, model_key) for d, o in zip(doc_ids, outcomes)]
-        known = lake.cached_chunk_keys(keys[shard])
-        uncached[shard] = {k: (d, o) for k, d, o in zip(keys[shard], doc_ids, outcomes) if k not in known}
-        lineages[shard], sizes[shard] = lineage(parsed), parsed.num_rows
-        del parsed, doc_ids, outcomes
-    documents = sum(sizes.values())
-    rechunk = sum(len(u) for u in uncached.values())
+    keys = {
+        shard: [chunk_cache_key(d, o, settings.chunking, model_key) for d, o in zip(t.column("doc_id").to_pylist(), t.column("outcome").to_pylist())]
+        for shard, t in parsed_documents.items()
+    }
+    known = lake.cached_chunk_keys([key for shard_keys in keys.values() for key in shard_keys])
+    documents = sum(len(k) for k in keys.values())
+    rechunk = sum(1 for shard_keys in keys.values() for key in shard_keys if key not in known)
     out, tokens, model_limits, budget = {}, [], set(), None
     note = f"{documents - rechunk} from the chunk cache" if documents - rechunk else ""
     with Progress("chunk", rechunk, "documents", log=context.log.info, note=note) as progress:
-        for shard, shard_keys in keys.items():
-            cached = lake.cached_chunks(shard_keys)
+        for shard in list(parsed_documents):
+            parsed = parsed_documents.pop(shard)  # let go after this shard: its mapped pages leave with it
+            cached = lake.cached_chunks(keys[shard])
             present = set(cached.column("cache_key").to_pylist())
             fresh = {}
-            for key, (doc_id, outcome) in uncached.pop(shard).items():
+            for key, doc_id, outcome in zip(keys[shard], parsed.column("doc_id").to_pylist(), parsed.column("outcome").to_pylist()):
                 if key in present:
                     continue
                 budget = budget or TokenBudget.for_encoder(rag.encoder())  # the only use of the tokenizer
@@ -258,9 +253,9 @@ def chunks(
             fresh_rows = staging.chunk_cache_rows(fresh, budget.model_limit if fresh else None)
             lake.add_chunks(fresh_rows)
             found = pa.concat_tables([cached, fresh_rows])
-            table, shard_tokens = staging.chunks_from_cache(found, shard_keys)
-            out[shard] = _spill(context, settings, "chunks", shard, with_lineage(table, lineages[shard]))
-            context.add_asset_metadata({"shard_documents": sizes[shard], "shard_chunks": table.num_rows,
+            table, shard_tokens = staging.chunks_from_cache(found, keys[shard])
+            out[shard] = _spill(context, settings, "chunks", shard, with_lineage(table, lineage(parsed)))
+            context.add_asset_metadata({"shard_documents": parsed.num_rows, "shard_chunks": table.num_rows,
                                         "shard_rechunked": len(fresh)}, partition_key=shard)
             tokens.append(shard_tokens.to_numpy())
             model_limits |= {m for m in found.column("model_limit").to_pylist() if m is not None}
