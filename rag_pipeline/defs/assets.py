@@ -513,26 +513,23 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
     return manifest, changes, documents.column("status").to_pylist()
 
 
-def _replaceable(served: dict | None, previous_docs, documents: pa.Table, identity, n_chunks: int, settings) -> set[str] | None:
+def _replaceable(served: dict, previous_docs, documents: pa.Table, identity, n_chunks: int, settings) -> set[str] | None:
     """The documents whose chunk rows a generation built from the (readable) served one must replace
-    (new, changed or gone), or None when it must be built whole: nothing served, another model, row
+    (new, changed or gone), or None when it must be built whole: another model, row
     digests of another scheme (or none), another kind of vector index due, or the rows replaced
     since the last full build reaching REBUILD_AFTER_REPLACED of the table."""
-    if not served or served.get("row_digests") != rows.row_digest_scheme() or served.get("model") != identity.as_dict():
+    if served.get("row_digests") != rows.row_digest_scheme() or served.get("model") != identity.as_dict():
+        return None
+    if vector_index_plan(n_chunks, AnnPolicy(min_rows=settings.ann_min_rows))["kind"] != served["vector_index"]["kind"]:
         return None
     diff = rows.replaced_documents(previous_docs, documents)
     if diff is None:
         return None
-    changed, gone = diff
-    if vector_index_plan(n_chunks, AnnPolicy(min_rows=settings.ann_min_rows))["kind"] != served["vector_index"]["kind"]:
-        return None
-    before = dict(zip(previous_docs.column("doc_id").to_pylist(), previous_docs.column("n_chunks").to_pylist()))
-    after = dict(zip(documents.column("doc_id").to_pylist(), documents.column("n_chunks").to_pylist()))
-    rewritten = sum(before.get(d, 0) + after.get(d, 0) for d in changed) + sum(before[d] for d in gone)
+    replaced, rewritten = diff
     already = int((served.get("build") or {}).get("replaced_rows", 0))
     if already + rewritten > REBUILD_AFTER_REPLACED * max(n_chunks, 1):
         return None
-    return changed | gone
+    return replaced
 
 
 @dg.asset(group_name="index", kinds={"lancedb"}, owners=OWNERS, pool=WRITER_POOL)

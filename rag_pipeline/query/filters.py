@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rag_pipeline.ingest.scan import SECURITY_LEVELS
+from rag_pipeline.store.predicates import sql_in, sql_string
 
 SERVED_STATUS = "published"
 
@@ -31,12 +32,8 @@ class Principal:
             raise ValueError(f"clearance must be one of {SECURITY_LEVELS}, got {self.clearance!r}")
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def _in_list(values) -> str:
-    return "[" + ", ".join(_quote(v) for v in values) + "]"
+    return "[" + ", ".join(sql_string(v) for v in values) + "]"
 
 
 def search_filter(principal: Principal | None = None, extra: str | None = None) -> str:
@@ -49,10 +46,10 @@ def search_filter(principal: Principal | None = None, extra: str | None = None) 
     if principal.departments:
         access.append(department_filter(principal.departments))
     if principal.user:
-        access.append(f"owner = {_quote(principal.user)}")
+        access.append(f"owner = {sql_string(principal.user)}")
     clauses = [
-        f"status = {_quote(SERVED_STATUS)}",
-        "security_level IN (" + ", ".join(_quote(v) for v in levels) + ")",
+        f"status = {sql_string(SERVED_STATUS)}",
+        sql_in("security_level", levels),
         "(" + (" OR ".join(access) or "false") + ")",
     ]
     if extra:
@@ -62,4 +59,4 @@ def search_filter(principal: Principal | None = None, extra: str | None = None) 
 
 def department_filter(departments) -> str:
     """Documents of these departments (also usable as `where=` to narrow a search)."""
-    return "department IN (" + ", ".join(_quote(d) for d in departments) + ")"
+    return sql_in("department", departments)

@@ -33,6 +33,7 @@ import duckdb
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import PUBLISHED_TABLES, Lake
+from rag_pipeline.store.predicates import sql_string
 
 FILTERED_TABLES = (s.DOCUMENTS, s.CHUNKS)  # both carry the lifecycle/ACL columns the predicate reads
 ADMIN_ONLY = f"the {s.QUARANTINE} table lists files outside any permission metadata: open it with connect(lake, admin=True)"
@@ -62,9 +63,8 @@ def _admin_only_view(con: duckdb.DuckDBPyConnection, name: str, schema) -> None:
     scratch = duckdb.connect()
     empty = scratch.from_arrow(schema.empty_table())
     columns = ", ".join(f"CAST(NULL AS {t}) AS {_ident(c)}" for c, t in zip(empty.columns, empty.types))
-    message = ADMIN_ONLY.replace("'", "''")
     scratch.close()
-    con.execute(f"CREATE TEMP VIEW {_ident(name)} AS SELECT * FROM (SELECT {columns}) WHERE error('{message}') IS NULL")
+    con.execute(f"CREATE TEMP VIEW {_ident(name)} AS SELECT * FROM (SELECT {columns}) WHERE error({sql_string(ADMIN_ONLY)}) IS NULL")
 
 
 def _ident(name: str) -> str:

@@ -17,6 +17,7 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from rag_pipeline.serve.querylog import QUERYLOG_DIR
+from rag_pipeline.store.predicates import sql_string
 
 NOT_KEPT = "(text not kept)"
 
@@ -97,7 +98,7 @@ def summarize_query_log(lake_dir: str | Path, days: int = 7, *, top: int = 10, t
 
 
 def _read(files: list[Path], columns: dict[str, str]) -> str:
-    paths = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
+    paths = ", ".join(sql_string(p) for p in files)
     cols = ", ".join(f"'{k}': '{v}'" for k, v in columns.items())
     return f"SELECT * FROM read_json([{paths}], format='newline_delimited', columns={{{cols}}}, ignore_errors=true)"
 

@@ -31,6 +31,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 from rag_pipeline.faults import failpoint
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import EXACT, AnnPolicy, vector_index_plan
+from rag_pipeline.store.predicates import sql_in
 from rag_pipeline.store.terms import changed_frequencies, document_frequencies, sum_frequencies
 
 MANIFEST_NAME = "index_manifest.json"  # the served generation
@@ -81,10 +82,6 @@ FTS_CONFIG = FTS(
     with_position=False,
 )
 DELETE_BATCH_IDS = 500  # documents per delete predicate when a generation replaces rows
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
 
 
 def _counted(tables: Iterable[pa.Table], counted: dict) -> Iterator[pa.RecordBatch]:
@@ -334,7 +331,7 @@ class Lake:
             removed, counted, deleted_rows = [], {"rows": 0, "terms": []}, 0
             ids = sorted(replaced)
             for start in range(0, len(ids), DELETE_BATCH_IDS):
-                predicate = "doc_id IN (" + ", ".join(_sql_string(d) for d in ids[start: start + DELETE_BATCH_IDS]) + ")"
+                predicate = sql_in("doc_id", ids[start : start + DELETE_BATCH_IDS])
                 gone = table.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN], filter=predicate).column(s.SEARCH_TEXT_COLUMN)
                 if len(gone):
                     removed.append(document_frequencies(gone))
@@ -567,8 +564,7 @@ class Lake:
         with self.writing(f"delete {len(keys)} unused rows from {name}"):
             table = self.db.open_table(name)
             for start in range(0, len(keys), batch):
-                quoted = ", ".join("'" + k.replace("'", "''") + "'" for k in keys[start : start + batch])
-                table.delete(f"cache_key IN ({quoted})")
+                table.delete(sql_in("cache_key", keys[start : start + batch]))
         return len(keys)
 
     def _prune_staging(self, keep_runs: int = 1) -> int:

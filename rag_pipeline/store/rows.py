@@ -124,16 +124,25 @@ def chunk_digests(chunks: pa.Table) -> dict[str, str]:
     }
 
 
-def replaced_documents(previous: pa.Table | None, current: pa.Table) -> tuple[set[str], set[str]] | None:
-    """(documents whose chunk rows must be written: new or digest changed, documents gone), or
-    None when the previous generation carries no digests to compare with (build it whole)."""
+def replaced_documents(previous: pa.Table | None, current: pa.Table) -> tuple[set[str], int] | None:
+    """(documents whose chunk rows must be replaced: new, digest changed or gone; how many chunk rows
+    that deletes and writes), or None when the previous generation carries no digests to compare
+    with (build it whole)."""
     if previous is None or "rows_digest" not in previous.column_names:
         return None
-    before = dict(zip(previous.column("doc_id").to_pylist(), previous.column("rows_digest").to_pylist()))
-    if any(d is None for d in before.values()):
+    before = _by_doc(previous)
+    if any(digest is None for digest, _ in before.values()):
         return None
-    after = dict(zip(current.column("doc_id").to_pylist(), current.column("rows_digest").to_pylist()))
-    return {d for d, digest in after.items() if before.get(d) != digest}, set(before) - set(after)
+    after = _by_doc(current)
+    changed = {d for d, (digest, _) in after.items() if before.get(d, (None, 0))[0] != digest}
+    gone = set(before) - set(after)
+    rows = sum(before.get(d, (None, 0))[1] + after[d][1] for d in changed) + sum(before[d][1] for d in gone)
+    return changed | gone, rows
+
+
+def _by_doc(documents: pa.Table) -> dict[str, tuple[str | None, int]]:
+    columns = (documents.column(c).to_pylist() for c in ("doc_id", "rows_digest", "n_chunks"))
+    return {d: (digest, n) for d, digest, n in zip(*columns)}
 
 
 def chunks_table(

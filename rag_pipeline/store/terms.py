@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from rag_pipeline.store.predicates import sql_in
+
 TERM_STATS_SCHEMA = pa.schema([pa.field("term", pa.string(), nullable=False), pa.field("df", pa.int64())])
 # The full-text index's tokenizer (whitespace, lower_case, lance's default max_token_length): it
 # splits on ASCII whitespace, lowercases, and drops a token of this many UTF-8 bytes or more.
@@ -84,8 +86,7 @@ def lookup(dataset, terms: frozenset[str]) -> dict[str, int]:
     """Frequencies of `terms` in a lance dataset of TERM_STATS_SCHEMA (a term absent is in no chunk)."""
     if not terms:
         return {}
-    quoted = ", ".join("'" + t.replace("'", "''") + "'" for t in sorted(terms))
-    found = dataset.to_table(columns=["term", "df"], filter=f"term IN ({quoted})")
+    found = dataset.to_table(columns=["term", "df"], filter=sql_in("term", sorted(terms)))
     return dict(zip(found.column("term").to_pylist(), found.column("df").to_pylist()))
 
 
