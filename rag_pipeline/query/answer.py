@@ -12,6 +12,7 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 
+from rag_pipeline.query.answer_type import asks_for_number, numbers, states_new_number
 from rag_pipeline.query.retrieve import code_found, query_term_groups
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.text import search_tokens
@@ -55,6 +56,7 @@ class RefusalPolicy:
     intercept: float = -3.276
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
+    refuse_missing_number: bool = True  # the question asks for a number and the quote states none (answer_type)
 
     def score(self, evidence: dict) -> float:
         return self.intercept + sum(w * x for w, x in zip(self.weights, gate_features(evidence)))
@@ -101,6 +103,17 @@ class Answer:
             "citations": [asdict(c) for c in self.citations],
             "evidence": self.evidence,
         }
+
+
+def missing_number_reason(question: str, picked: list[tuple[int, str]], policy: RefusalPolicy) -> str | None:
+    """A refusal when the question asks for a number and the sentences to be quoted state none it
+    did not already hold: such a quote cannot hold the answer (answer_type)."""
+    if not policy.refuse_missing_number or not asks_for_number(question):
+        return None
+    asked = numbers(question)
+    if any(states_new_number(sentence, asked) for _, sentence in picked):
+        return None
+    return "the question asks for a number and no passage you may read states one"
 
 
 def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:

@@ -16,7 +16,16 @@ import pyarrow as pa
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import Encoder, ModelMismatchError, encoder_for
-from rag_pipeline.query.answer import Answer, RefusalPolicy, best_sentence_coverage, compose, context_hits, refusal_reason, select_sentences
+from rag_pipeline.query.answer import (
+    Answer,
+    RefusalPolicy,
+    best_sentence_coverage,
+    compose,
+    context_hits,
+    missing_number_reason,
+    refusal_reason,
+    select_sentences,
+)
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
@@ -398,6 +407,9 @@ class RagIndex:
             query, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
             cross_lingual=bool(evidence.get("cross_lingual")),
         )
+        reason = missing_number_reason(query, picked, self.policy)
+        if reason:
+            return Answer(question, "", True, reason, [], evidence)
         text, citations = compose(picked, top)
         answer = Answer(question, text, False, "answered from the cited passages", citations, {**evidence, "generator": "extractive"})
         if self.llm is not None:

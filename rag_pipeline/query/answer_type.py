@@ -1,0 +1,57 @@
+"""What a question asks for: a quantity ("how many", "多少", "哪一年") is answered only by a
+passage that states one.
+
+The gate's evidence says whether a passage is about the question; it cannot see that the passage
+about Norwich City's striker never states his salary. A question that asks for a number and a
+context without any number the question did not already hold is that case, by construction: the
+answer could not be quoted, so it is refused, and among candidate sentences one stating a new
+number is quoted first. A rule of the language, not a fitted threshold.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_ASKS_EN = re.compile(
+    r"\bhow (?:many|much|long|old|far|big|large|tall|high|heavy|wide|deep)\b"
+    r"|\b(?:what|which|in which|in what) (?:year|percentage|percent|time)\b"
+    r"|\bwhat (?:is|was|are|were) (?:\S+ ){0,4}?(?:number|amount|price|cost|fee|salary|revenue|income|profit|budget|rate"
+    r"|percentage|population|temperature|weight|length|duration)\b",
+    re.IGNORECASE,
+)
+# 几 as a number word (几名, 几年), not 几乎 ("almost") or 几何 ("geometry"); 多重 is "multiple", not "how heavy"
+_ASKS_ZH = re.compile(r"多少|几(?!乎|何)|哪一?年|多[大长久远高宽深]|百分之几|号码")
+
+_DIGITS = re.compile(r"\d+(?:[.,:]\d+)*")
+_EN_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand "
+    "million billion trillion dozen half once twice".split()
+)
+_EN_WORD = re.compile(r"[a-z]+")
+_ZH_NUMERAL = "〇零一二两三四五六七八九十百千万亿"
+# a Chinese numeral counts with a unit after it (三天, 十五名, 半年) or as a run (二十五): 一边, 统一 are words
+_ZH_NUMBER = re.compile(
+    f"[{_ZH_NUMERAL}半]+(?=[个名位人年月日天周小时分钟秒次元块米里斤克吨岁倍成家种类项条部本张台件层度%％])|[{_ZH_NUMERAL}]{{2,}}"
+)
+
+
+def asks_for_number(question: str) -> bool:
+    """Whether the question's answer is a quantity, a year, a time or a number."""
+    return bool(_ASKS_EN.search(question) or _ASKS_ZH.search(question))
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers a text states: digit runs (full-width folded), English number words, Chinese numerals."""
+    folded = unicodedata.normalize("NFKC", text).lower()
+    found = set(_DIGITS.findall(folded))
+    found.update(w for w in _EN_WORD.findall(folded) if w in _EN_NUMBER_WORDS)
+    found.update(_ZH_NUMBER.findall(folded))
+    return found
+
+
+def states_new_number(sentence: str, question_numbers: set[str]) -> bool:
+    """Whether the sentence states a number the question did not already hold ("revenue in 2023"
+    is not answered by a sentence whose only number is 2023)."""
+    return bool(numbers(sentence) - question_numbers)

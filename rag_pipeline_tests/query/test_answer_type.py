@@ -1,0 +1,84 @@
+"""A question that asks for a number is answered only by a quote that states one."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rag_pipeline.eval.golden import load_golden
+from rag_pipeline.query.answer import RefusalPolicy, missing_number_reason
+from rag_pipeline.query.answer_type import asks_for_number, numbers, states_new_number
+
+NUMBER_REASON = "the question asks for a number and no passage you may read states one"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How many days of paid annual leave does a full-time employee get?",
+        "What was Iwan Roberts' salary at Norwich City?",
+        "What is the maximum hotel rate per night in Beijing?",
+        "In what year was IBM founded?",
+        "《长安三万里》的票房是多少？",
+        "国际空间站上目前同时有几名宇航员？",
+        "新员工的试用期是多长时间？",
+        "爱因斯坦是哪一年获得诺贝尔物理学奖的？",
+    ],
+)
+def test_questions_asking_for_a_quantity(question):
+    assert asks_for_number(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the name of Iwan Roberts' wife?",
+        "Who audits Galaxy Gaming's financial statements?",
+        "几乎所有员工都可以远程办公吗？",  # 几乎 = almost
+        "VPN 需要多重认证吗？",  # 多重 = multiple
+        "How do I get admin rights on my work laptop?",
+    ],
+)
+def test_questions_not_asking_for_a_quantity(question):
+    assert not asks_for_number(question)
+
+
+def test_numbers_are_digits_number_words_and_chinese_numerals_with_a_unit():
+    assert numbers("最高１５００元，试用期为三个月，每周远程办公两天") == {"1500", "三", "两"}
+    assert numbers("Nine quarters to 30 June 2023") == {"nine", "30", "2023"}
+    assert numbers("一边看电影，统一管理") == set()  # numeral characters inside words state no number
+
+
+def test_a_number_the_question_already_holds_does_not_answer_it():
+    asked = numbers("What was Galaxy Gaming's net revenue for 2021?")
+    assert not states_new_number("ANNUAL REPORT FOR THE YEAR ENDED DECEMBER 2021", asked)
+    assert states_new_number("Net revenues for 2021 were $20.2 million.", asked)
+
+
+def test_missing_number_refuses_only_a_quantity_question_whose_quote_states_none():
+    policy = RefusalPolicy()
+    revenue = "What was Galaxy Gaming's net revenue for 2021?"
+    assert missing_number_reason(revenue, [(0, "GALAXY GAMING, INC. 2021")], policy) == NUMBER_REASON
+    assert missing_number_reason(revenue, [(0, "GALAXY GAMING, INC."), (0, "Net revenue was $20.2 million.")], policy) is None
+    assert missing_number_reason("Who founded Galaxy Gaming?", [(0, "GALAXY GAMING, INC.")], policy) is None
+    off = dataclasses.replace(policy, refuse_missing_number=False)
+    assert missing_number_reason(revenue, [(0, "GALAXY GAMING, INC.")], off) is None
+
+
+def test_the_rule_never_refuses_a_golden_answer_that_held_the_fact(sample_index, monkeypatch):
+    """Every answerable sample-set question asking for a number that is answered with its fact
+    without the rule is answered the same with it; and the rule does refuse where the quote holds
+    no number (a question about a figure the corpus never states)."""
+    questions = [q for q in load_golden() if q["answerable"] and asks_for_number(q["question"])]
+    assert len(questions) >= 20
+    rule_on = sample_index.policy
+    monkeypatch.setattr(sample_index, "policy", dataclasses.replace(rule_on, refuse_missing_number=False))
+    right = [q for q in questions if any(a in sample_index.ask(q["question"]).answer for a in q["answer_contains"])]
+    monkeypatch.setattr(sample_index, "policy", rule_on)
+    assert len(right) >= 10
+    for q in right:
+        answer = sample_index.ask(q["question"])
+        assert not answer.refused, (q["id"], answer.reason)
+    unanswerable = sample_index.ask("北风机器人有多少名员工？")  # the handbook names its offices, never a headcount
+    assert unanswerable.refused and unanswerable.reason == NUMBER_REASON
