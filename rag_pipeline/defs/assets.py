@@ -467,7 +467,7 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
     for start in range(0, raw_documents.num_rows, STAGE_BATCH_DOCUMENTS):
         raws = staging.raw_files_from_table(raw_documents.slice(start, STAGE_BATCH_DOCUMENTS))
         ids = pa.array([r.doc_id for r in raws], pa.string())
-        parsed = staging.parsed_from_table(of(parsed_documents.table, ids))
+        parsed = staging.parse_headers_from_table(of(parsed_documents.table, ids))
         versions = rows.document_versions(raws, of(previous_docs, ids))
         document_batches.append(rows.documents_table(raws, parsed, counts, versions, now, digests))
     documents = pa.concat_tables(document_batches or [s.documents_schema().empty_table()])

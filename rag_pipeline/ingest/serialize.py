@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
 from pathlib import PurePosixPath
 
 from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
@@ -38,6 +38,26 @@ def outcome_to_json(outcome: ParsedDocument | UnreadableDocument) -> str:
     if isinstance(outcome, UnreadableDocument):
         return json.dumps({"unreadable": {"reason": outcome.reason, "detail": outcome.detail}}, ensure_ascii=False)
     return json.dumps({"parsed": asdict(outcome)}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class ParseHeader:
+    """A parsed document's document-level facts: all a documents row takes from its parse."""
+
+    format: str
+    parser: str
+    language: str
+    page_count: int | None
+    ocr_used: bool
+    ocr_confidence: float | None
+    title: str | None
+
+
+def header_from_json(text: str) -> ParseHeader | None:
+    """The header of a parse outcome, None for an unreadable one. Building every block of a
+    corpus's parses only to read these fields was most of the decode (bench/README.md)."""
+    parsed = json.loads(text).get("parsed")
+    return None if parsed is None else ParseHeader(**{f.name: parsed.get(f.name) for f in fields(ParseHeader)})
 
 
 def outcome_from_json(text: str) -> ParsedDocument | UnreadableDocument:

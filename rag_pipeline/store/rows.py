@@ -13,6 +13,7 @@ import pyarrow as pa
 from rag_pipeline.chunking import HEADING_SEPARATOR, Chunk
 from rag_pipeline.ingest.textutil import display_name
 from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.serialize import ParseHeader
 from rag_pipeline.ingest.scan import RawFile
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import schema as s
@@ -48,7 +49,7 @@ def document_versions(raws: Iterable[RawFile], previous: pa.Table | None) -> dic
 
 def documents_table(
     raws: list[RawFile],
-    parsed: Mapping[str, ParsedDocument],
+    parsed: Mapping[str, ParsedDocument | ParseHeader],
     chunk_counts: Mapping[str, int],
     versions: Mapping[str, int],
     indexed_at: str,

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from rag_pipeline.chunking import Chunk
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
-from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json
+from rag_pipeline.ingest.serialize import ParseHeader, header_from_json, outcome_from_json, outcome_to_json
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import schema as s
 
@@ -108,6 +108,13 @@ def parsed_to_table(parsed: dict[str, ParsedDocument], serialized: Mapping[str, 
         {"doc_id": list(parsed), "outcome": [known.get(doc_id) or outcome_to_json(d) for doc_id, d in parsed.items()]},
         schema=PARSED_SCHEMA,
     )
+
+
+def parse_headers_from_table(table: pa.Table) -> dict[str, ParseHeader]:
+    """doc_id -> its parse's header (serialize.header_from_json), blocks never built."""
+    ids, outcomes = table.column("doc_id").to_pylist(), table.column("outcome").to_pylist()
+    headers = {doc_id: header_from_json(text) for doc_id, text in zip(ids, outcomes)}
+    return {doc_id: header for doc_id, header in headers.items() if header is not None}
 
 
 def parsed_from_table(table: pa.Table) -> dict[str, ParsedDocument]:
