@@ -20,8 +20,9 @@ _ASKS_EN = re.compile(
     r"|percentage|population|temperature|weight|length|duration)\b",
     re.IGNORECASE,
 )
-# 几 as a number word (几名, 几年), not 几乎 ("almost") or 几何 ("geometry"); 多重 is "multiple", not "how heavy"
-_ASKS_ZH = re.compile(r"多少|几(?!乎|何)|哪一?年|多[大长久远高宽深]|百分之几|号码")
+# 几/幾 as a number word (几名, 幾年), not 几乎 ("almost"), 几何 ("geometry") or 几内亚 (Guinea);
+# 多重 is "multiple", not "how heavy"; Traditional forms too (幾, 號碼, 多長, 多遠)
+_ASKS_ZH = re.compile(r"多少|[几幾](?![乎何]|[内內]亞|内亚)|哪一?年|多[大长長久远遠高宽寬深]|百分之[几幾]|[号號][码碼]")
 
 _DIGITS = re.compile(r"\d+(?:[.,:]\d+)*")
 _EN_NUMBER_WORDS = frozenset(
@@ -30,10 +31,10 @@ _EN_NUMBER_WORDS = frozenset(
     "million billion trillion dozen half once twice".split()
 )
 _EN_WORD = re.compile(r"[a-z]+")
-_ZH_NUMERAL = "〇零一二两三四五六七八九十百千万亿"
+_ZH_NUMERAL = "〇零一二两兩三四五六七八九十百千万萬亿億"
 # a Chinese numeral counts with a unit after it (三天, 十五名, 半年) or as a run (二十五): 一边, 统一 are words
 _ZH_NUMBER = re.compile(
-    f"[{_ZH_NUMERAL}半]+(?=[个名位人年月日天周小时分钟秒次元块米里斤克吨岁倍成家种类项条部本张台件层度%％])|[{_ZH_NUMERAL}]{{2,}}"
+    f"[{_ZH_NUMERAL}半]+(?=[个個名位人年月日天周週小时時分钟鐘秒次元块塊米里斤克吨噸岁歲倍成家种種类類项項条條部本张張台臺件层層度%％])|[{_ZH_NUMERAL}]{{2,}}"
 )
 
 

@@ -24,6 +24,7 @@ NUMBER_REASON = "the question asks for a number and no passage you may read stat
         "国际空间站上目前同时有几名宇航员？",
         "新员工的试用期是多长时间？",
         "爱因斯坦是哪一年获得诺贝尔物理学奖的？",
+        "國際空間站上有幾名宇航員？",  # Traditional script
     ],
 )
 def test_questions_asking_for_a_quantity(question):
@@ -37,6 +38,7 @@ def test_questions_asking_for_a_quantity(question):
         "Who audits Galaxy Gaming's financial statements?",
         "几乎所有员工都可以远程办公吗？",  # 几乎 = almost
         "VPN 需要多重认证吗？",  # 多重 = multiple
+        "几内亚的首都是哪里？",  # Guinea
         "How do I get admin rights on my work laptop?",
     ],
 )
@@ -47,6 +49,7 @@ def test_questions_not_asking_for_a_quantity(question):
 def test_numbers_are_digits_number_words_and_chinese_numerals_with_a_unit():
     assert numbers("最高１５００元，试用期为三个月，每周远程办公两天") == {"1500", "三", "两"}
     assert numbers("Nine quarters to 30 June 2023") == {"nine", "30", "2023"}
+    assert numbers("試用期為三個月，每週兩天") == {"三", "兩"}  # Traditional script
     assert numbers("一边看电影，统一管理") == set()  # numeral characters inside words state no number
 
 
