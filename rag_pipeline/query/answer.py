@@ -56,7 +56,7 @@ class RefusalPolicy:
     intercept: float = -3.276
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
-    refuse_missing_number: bool = True  # the question asks for a number and the quote states none (answer_type)
+    refuse_missing_number: bool = True  # the question asks for a number and the quote states none (quote_states_number)
 
     def score(self, evidence: dict) -> float:
         return self.intercept + sum(w * x for w, x in zip(self.weights, gate_features(evidence)))
@@ -105,15 +105,14 @@ class Answer:
         }
 
 
-def missing_number_reason(question: str, picked: list[tuple[int, str]], policy: RefusalPolicy) -> str | None:
-    """A refusal when the question asks for a number and the sentences to be quoted state none it
-    did not already hold: such a quote cannot hold the answer (answer_type)."""
-    if not policy.refuse_missing_number or not asks_for_number(question):
+def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | None:
+    """Whether the sentences to be quoted state a number the question did not already hold; None
+    when the question asks for no number (answer_type). Recorded in the evidence, so a replay of
+    refusal_reason (rag calibrate, rag eval) applies the rule as `ask` did."""
+    if not asks_for_number(question):
         return None
     asked = numbers(question)
-    if any(states_new_number(sentence, asked) for _, sentence in picked):
-        return None
-    return "the question asks for a number and no passage you may read states one"
+    return any(states_new_number(sentence, asked) for _, sentence in picked)
 
 
 def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
@@ -122,6 +121,8 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
         return "no document you may read matches this question"
     if policy.refuse_unknown_identifiers and evidence.get("unknown_identifiers"):
         return f"no indexed document mentions {', '.join(evidence['unknown_identifiers'])}"
+    if policy.refuse_missing_number and evidence.get("quote_states_number") is False:
+        return "the question asks for a number and no passage you may read states one"  # the quote cannot hold it
     if policy.score(evidence) >= policy.min_score:
         return None
     return (

@@ -22,7 +22,7 @@ from rag_pipeline.query.answer import (
     best_sentence_coverage,
     compose,
     context_hits,
-    missing_number_reason,
+    quote_states_number,
     refusal_reason,
     select_sentences,
 )
@@ -407,9 +407,12 @@ class RagIndex:
             query, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
             cross_lingual=bool(evidence.get("cross_lingual")),
         )
-        reason = missing_number_reason(query, picked, self.policy)
-        if reason:
-            return Answer(question, "", True, reason, [], evidence)
+        stated = quote_states_number(query, picked)
+        if stated is not None:
+            evidence["quote_states_number"] = stated
+            reason = refusal_reason(evidence, self.policy)
+            if reason:
+                return Answer(question, "", True, reason, [], evidence)
         text, citations = compose(picked, top)
         answer = Answer(question, text, False, "answered from the cited passages", citations, {**evidence, "generator": "extractive"})
         if self.llm is not None:

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rag_pipeline.eval.golden import load_golden
-from rag_pipeline.query.answer import RefusalPolicy, missing_number_reason
+from rag_pipeline.query.answer import RefusalPolicy, quote_states_number, refusal_reason
 from rag_pipeline.query.answer_type import asks_for_number, numbers, states_new_number
 
 NUMBER_REASON = "the question asks for a number and no passage you may read states one"
@@ -59,14 +59,18 @@ def test_a_number_the_question_already_holds_does_not_answer_it():
     assert states_new_number("Net revenues for 2021 were $20.2 million.", asked)
 
 
-def test_missing_number_refuses_only_a_quantity_question_whose_quote_states_none():
-    policy = RefusalPolicy()
+def test_a_quantity_question_whose_quote_states_no_new_number_is_refused_and_replays_so():
     revenue = "What was Galaxy Gaming's net revenue for 2021?"
-    assert missing_number_reason(revenue, [(0, "GALAXY GAMING, INC. 2021")], policy) == NUMBER_REASON
-    assert missing_number_reason(revenue, [(0, "GALAXY GAMING, INC."), (0, "Net revenue was $20.2 million.")], policy) is None
-    assert missing_number_reason("Who founded Galaxy Gaming?", [(0, "GALAXY GAMING, INC.")], policy) is None
-    off = dataclasses.replace(policy, refuse_missing_number=False)
-    assert missing_number_reason(revenue, [(0, "GALAXY GAMING, INC.")], off) is None
+    assert quote_states_number(revenue, [(0, "GALAXY GAMING, INC. 2021")]) is False
+    assert quote_states_number(revenue, [(0, "GALAXY GAMING, INC."), (0, "Net revenue was $20.2 million.")]) is True
+    assert quote_states_number("Who founded Galaxy Gaming?", [(0, "GALAXY GAMING, INC.")]) is None
+    # recorded evidence refuses the same on replay (rag calibrate, rag eval), whatever the gate says
+    confident = {"candidates": 3, "lexical_coverage": 1.0, "sentence_coverage": 1.0, "dense_z": 5.0, "dense_gap_z": 3.0}
+    policy = RefusalPolicy()
+    assert refusal_reason(confident, policy) is None
+    assert refusal_reason({**confident, "quote_states_number": True}, policy) is None
+    assert refusal_reason({**confident, "quote_states_number": False}, policy) == NUMBER_REASON
+    assert refusal_reason({**confident, "quote_states_number": False}, dataclasses.replace(policy, refuse_missing_number=False)) is None
 
 
 def test_the_rule_never_refuses_a_golden_answer_that_held_the_fact(sample_index, monkeypatch):
