@@ -82,6 +82,10 @@ FTS_CONFIG = FTS(
     with_position=False,
 )
 DELETE_BATCH_IDS = 500  # documents per delete predicate when a generation replaces rows
+# Cache compaction merges only fragments smaller than this. With Lance's default (1M rows) a cache
+# under a million rows is one fragment, rewritten whole after every run that adds to it (every
+# vector of the embedding cache for a 1 % change: bench/README.md, "Cache compaction").
+CACHE_FRAGMENT_ROWS = 65_536
 
 
 def _counted(tables: Iterable[pa.Table], counted: dict) -> Iterator[pa.RecordBatch]:
@@ -507,9 +511,8 @@ class Lake:
                     dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
                     versions_removed += len(drop)
             for name in sorted(t for t in tables if t in (s.PARSE_CACHE, s.CHUNK_CACHE) or t.startswith("embedding_cache_")):
-                table = self.db.open_table(name)
-                table.compact_files()
-                dataset = table.to_lance()
+                self.db.open_table(name).to_lance().optimize.compact_files(target_rows_per_fragment=CACHE_FRAGMENT_ROWS)
+                dataset = self.db.open_table(name).to_lance()
                 drop = [v["version"] for v in dataset.versions() if v["version"] != dataset.version]
                 if drop:
                     dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
