@@ -2,10 +2,11 @@
 passage that states one.
 
 The gate's evidence says whether a passage is about the question; it cannot see that the passage
-about Norwich City's striker never states his salary. A question that asks for a number and a
-context without any number the question did not already hold is that case, by construction: the
-answer could not be quoted, so it is refused, and among candidate sentences one stating a new
-number is quoted first. A rule of the language, not a fitted threshold.
+about Norwich City's striker never states his salary. A question that asks for a number whose
+quote (the sentences `select_sentences` picked) states no number the question did not already
+hold is that case, by construction: the quote cannot hold the answer, so it is refused
+(`answer.quote_states_number`). Sentence choice is unchanged: preferring a number-stating sentence
+quoted "Figure 2" (bench/README.md). A rule of the language, not a fitted threshold.
 """
 
 from __future__ import annotations
