@@ -207,7 +207,7 @@ def test_operators_release_index_roll_back_promote_and_cancel_from_the_ui(ui):
     assert status == "SUCCESS" and _served_generation(lake) == 2
 
     # an index run with real work to do, terminated from the UI once it holds the lake
-    for i in range(40):
+    for i in range(200):  # enough work that the run is still embedding when the terminate lands
         (raw / f"memo_{i:02d}.md").write_text(
             f"# Memo {i}\n\n" + f"Memo {i} describes the ORYX maintenance window of week {i}. " * 40 + "\n", encoding="utf-8")
     run_id = client.submit_job_execution("index_job", repository_location_name=ui["location"],
