@@ -34,9 +34,9 @@ from rag_pipeline.defs.shards import (
 )
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import scan_raw_folder
-from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json, parse_key_of
+from rag_pipeline.ingest.serialize import ParseHeader, outcome_from_json, outcome_to_json, parse_key_of
 from rag_pipeline.ingest.pool import is_transient, parse_many, stop_parse_server
-from rag_pipeline.ingest.triage import QuarantineRecord, triage, was_released
+from rag_pipeline.ingest.triage import QuarantineRecord, kept_as_cached, triage, was_released
 from rag_pipeline.progress import Progress
 from rag_pipeline.store import rows, staging
 from rag_pipeline.store import schema as s
@@ -188,11 +188,15 @@ def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, tota
     )
     fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
     lake.add_parses(fresh)
-    parsed: dict[str, ParsedDocument] = {}
+    parsed: dict[str, ParsedDocument | ParseHeader] = {}  # a header stands for a cached parse kept as is
     serialized: dict[str, str] = {}  # doc_id → its cached JSON, where triage kept the outcome as is
     quarantined: list[QuarantineRecord] = []
     for raw in raws:
         key = keys[raw.doc_id]
+        header = None if key in outcomes else kept_as_cached(raw, cached.get(key))
+        if header is not None:
+            parsed[raw.doc_id], serialized[raw.doc_id] = header, cached[key]
+            continue
         outcome = None if raw.metadata_error else outcomes[key] if key in outcomes else outcome_from_json(cached[key])
         result = triage(raw, outcome, settings.ocr_min_confidence)
         if isinstance(result, QuarantineRecord):

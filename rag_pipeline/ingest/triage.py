@@ -19,6 +19,7 @@ from pathlib import Path
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.document import ParsedDocument, QuarantineReason, UnreadableDocument
 from rag_pipeline.ingest.scan import RawFile
+from rag_pipeline.ingest.serialize import ParseHeader, plain_header_from_json
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,14 @@ def triage(raw: RawFile, outcome: Outcome | None, ocr_min_confidence: float) -> 
     return parsed
 
 
+def kept_as_cached(raw: RawFile, cached: str | None) -> ParseHeader | None:
+    """The header of a cached parse outcome (its JSON) that `triage` keeps exactly as it is — a
+    parse without OCR that holds text, whatever the sidecar or threshold says — else None (decode
+    it and triage it). Decoding every block of every cached parse only to keep it unchanged was
+    most of a no-op run's parse step (bench/README.md)."""
+    return None if raw.metadata_error or cached is None else plain_header_from_json(cached)
+
+
 def _drop_low_confidence_pages(parsed: ParsedDocument, threshold: float, releasable) -> ParsedDocument | QuarantineRecord:
     """Judge OCR confidence page by page and then paragraph by paragraph, so an unreadable page
     (upside down, a smudge, a photo) or an unreadable part of a page (a slip pasted in upside
@@ -155,6 +164,7 @@ def dropped_pages(doc: ParsedDocument) -> str | None:
     return next((w[len(PAGES_DROPPED_NOTE) + 2 :] for w in doc.warnings if w.startswith(PAGES_DROPPED_NOTE)), None)
 
 
-def was_released(doc: ParsedDocument) -> bool:
-    """Did triage accept this document only because its sidecar released it?"""
-    return any(w.startswith(RELEASE_NOTE) for w in doc.warnings)
+def was_released(doc: ParsedDocument | ParseHeader) -> bool:
+    """Did triage accept this document only because its sidecar released it? (A header stands
+    for a parse kept as it is: never a release.)"""
+    return isinstance(doc, ParsedDocument) and any(w.startswith(RELEASE_NOTE) for w in doc.warnings)

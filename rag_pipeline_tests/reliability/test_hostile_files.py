@@ -27,7 +27,8 @@ from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
 from rag_pipeline.ingest.pool import is_transient, parse_many
 from rag_pipeline.ingest.scan import SIDECAR_SUFFIX, listed_sources, scan_raw_folder
-from rag_pipeline.ingest.triage import QuarantineRecord, parse_outcome, triage
+from rag_pipeline.ingest.serialize import header_from_json, outcome_to_json
+from rag_pipeline.ingest.triage import QuarantineRecord, kept_as_cached, parse_outcome, triage
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 from rag_pipeline_tests.conftest import SHARED
@@ -273,14 +274,22 @@ def test_every_hostile_file_is_scanned_parsed_and_triaged_in_process(tmp_path):
     assert listed_sources(raw) == {r.doc_id: r.source for r in records}
 
     got: dict[str, str] = {}
+    kept_from_header = 0
     for raw_file in records:
         outcome = None if raw_file.metadata_error else parse_outcome(raw_file.path, parse)
         result = triage(raw_file, outcome, ocr_min_confidence=60)
         got[raw_file.source] = outcome_of(result)
+        # a later run triages the cached parse from its header alone exactly when triage keeps it as is
+        cached = outcome_to_json(outcome) if outcome is not None else None
+        header = kept_as_cached(raw_file, cached)
+        assert (header is not None) == (result is outcome and not outcome.ocr_used), raw_file.source
+        assert header is None or header == header_from_json(cached), raw_file.source
+        kept_from_header += header is not None
         if isinstance(result, ParsedDocument):
             assert SECRET not in result.text and SECRET not in (result.title or ""), raw_file.source
     wrong = {k: (got[k], sorted(v)) for k, v in expected.items() if got[k] not in v}
     assert not wrong, wrong
+    assert 0 < kept_from_header < len(records)
 
 
 def test_truncated_real_files_never_crash(shared_corpus, tmp_path):
