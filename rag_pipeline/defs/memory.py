@@ -4,6 +4,12 @@ The default executor runs every step of a run in one process (the model loads on
 allocator, the Arrow memory pool (mimalloc) and glibc's malloc keep freed memory for reuse, so
 without this each step's peak RSS carries what the steps before it freed: the run's peak is the
 sum of its steps' garbage, not the largest step.
+
+A full collection walks every object the collector tracks, and most are the imported libraries'
+(Dagster alone ~240k, torch and sentence-transformers ~370k more: 0.2–0.45 s a collection, 14
+steps a run — a fifth of a no-op run at 10k documents). After a step that imported libraries,
+what survives a full collection is frozen (`gc.freeze`): later collections skip it. Freezing only
+then bounds what can stay uncollected to what was alive at those few moments.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import sys
 
 import dagster as dg
 import pyarrow as pa
@@ -25,11 +32,16 @@ def _malloc_trim():
 
 
 _TRIM = _malloc_trim()
+_modules_frozen = 0  # len(sys.modules) at the last freeze
 
 
 def release_freed_memory() -> None:
     """Collect garbage, then return the Arrow pool's and malloc's free pages to the OS."""
+    global _modules_frozen
     gc.collect()
+    if len(sys.modules) > _modules_frozen:  # libraries were imported since: their objects live on
+        gc.freeze()
+        _modules_frozen = len(sys.modules)
     pa.default_memory_pool().release_unused()
     if _TRIM is not None:
         _TRIM(0)
