@@ -206,6 +206,7 @@ def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(wor
         assert report["published_index"]["promoted"] is True
     # the caches hold what the newest generation was built from, and nothing of the edited file's old text
     assert report["lake_housekeeping"]["cache_rows_removed"][s.PARSE_CACHE] == 1
+    assert report["lake_housekeeping"]["cache_rows_removed"][s.CHUNK_CACHE] == 1
     newest = lake.read_generation(max(g["generation"] for g in lake.list_generations()))
     files = [lake.open_published(name, newest).to_lance().to_table(columns=["sha256", "source"]).to_pylist() for name in (s.DOCUMENTS, s.QUARANTINE)]
     parse_key = parse_key_of(Settings().ocr_lang)
@@ -213,6 +214,10 @@ def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(wor
     fingerprints = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["fingerprint"]).column("fingerprint").to_pylist())
     assert lake.cached_vector_keys(newest["model"]["key"], list(fingerprints)) == fingerprints
     assert lake.db.open_table(s.embedding_cache_table(newest["model"]["key"])).count_rows() == len(fingerprints)
+    chunk_ids = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist())
+    chunkings = lake.db.open_table(s.CHUNK_CACHE).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist()
+    assert chunkings and all(set(ids) <= chunk_ids for ids in chunkings)
+    assert set().union(*map(set, chunkings)) == chunk_ids  # and nothing the generation indexes was dropped
     served = lake.read_manifest()["generation"]
     kept = [g["generation"] for g in lake.list_generations()]
     assert kept == [served - 1, served]

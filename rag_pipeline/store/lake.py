@@ -545,22 +545,18 @@ class Lake:
                 if sha:
                     parse_keys.add(parse_key(sha, source))
         chunks = self.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["chunk_id", "fingerprint"])
-        chunk_ids = set(chunks.column("chunk_id").to_pylist())
-        fingerprints = set(chunks.column("fingerprint").to_pylist())
         tables = self._tables()
         removed = {}
         if s.PARSE_CACHE in tables:
-            stored = self._stored(s.PARSE_CACHE, ["cache_key"]).column("cache_key").to_pylist()
-            removed[s.PARSE_CACHE] = self._delete_keys(s.PARSE_CACHE, [k for k in stored if k not in parse_keys])
+            stored = self._stored(s.PARSE_CACHE, ["cache_key"])
+            removed[s.PARSE_CACHE] = self._delete_keys(s.PARSE_CACHE, keys_not_in(stored, pa.array(sorted(parse_keys), pa.string())))
         if s.CHUNK_CACHE in tables:
             stored = self._stored(s.CHUNK_CACHE, ["cache_key", "chunk_id"])
-            unused = [k for k, ids in zip(stored.column("cache_key").to_pylist(), stored.column("chunk_id").to_pylist())
-                      if not set(ids) <= chunk_ids]
-            removed[s.CHUNK_CACHE] = self._delete_keys(s.CHUNK_CACHE, unused)
+            removed[s.CHUNK_CACHE] = self._delete_keys(s.CHUNK_CACHE, chunkings_not_within(stored, chunks.column("chunk_id")))
         vectors = s.embedding_cache_table(newest["model"]["key"])
         if vectors in tables:
-            stored = self._stored(vectors, ["cache_key"]).column("cache_key").to_pylist()
-            removed[vectors] = self._delete_keys(vectors, [k for k in stored if k not in fingerprints])
+            stored = self._stored(vectors, ["cache_key"])
+            removed[vectors] = self._delete_keys(vectors, keys_not_in(stored, chunks.column("fingerprint")))
         return removed
 
     def _delete_keys(self, name: str, keys: list[str], batch: int = 500) -> int:
@@ -675,3 +671,22 @@ class Lake:
         result = self.db.list_tables()
         names = getattr(result, "tables", result)
         return set(names)
+
+
+def keys_not_in(stored: pa.Table, used) -> list[str]:
+    """The `cache_key`s of `stored` that are not among `used`, compared in Arrow: a cache's keys as
+    a Python set were the largest allocation of a 100k-document run's housekeeping."""
+    keys = stored.column("cache_key")
+    return keys.filter(pc.invert(pc.is_in(keys, value_set=_array(used)))).to_pylist()
+
+
+def chunkings_not_within(stored: pa.Table, chunk_ids) -> list[str]:
+    """The `cache_key`s of chunk cache rows holding a chunk id that is not among `chunk_ids`."""
+    lists = _array(stored.column("chunk_id"))
+    outside = pc.invert(pc.is_in(pc.list_flatten(lists), value_set=_array(chunk_ids))).to_numpy(zero_copy_only=False)
+    rows = np.unique(pc.list_parent_indices(lists).to_numpy()[outside])
+    return _array(stored.column("cache_key")).take(pa.array(rows, pa.int64())).to_pylist()
+
+
+def _array(values) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
