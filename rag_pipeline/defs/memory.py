@@ -9,7 +9,8 @@ A full collection walks every object the collector tracks, and most are the impo
 (Dagster alone ~240k, torch and sentence-transformers ~370k more: 0.2–0.45 s a collection, 14
 steps a run — a fifth of a no-op run at 10k documents). After a step that imported libraries,
 what survives a full collection is frozen (`gc.freeze`): later collections skip it. Freezing only
-then bounds what can stay uncollected to what was alive at those few moments.
+then (two or three times a process) bounds what can stay uncollected to what was alive at those
+few moments.
 """
 
 from __future__ import annotations
@@ -33,13 +34,14 @@ def _malloc_trim():
 
 _TRIM = _malloc_trim()
 _modules_frozen = 0  # len(sys.modules) at the last freeze
+LIBRARY_MODULES = 100  # Dagster or torch import hundreds of modules; a stray lazy import is not worth a freeze
 
 
 def release_freed_memory() -> None:
     """Collect garbage, then return the Arrow pool's and malloc's free pages to the OS."""
     global _modules_frozen
     gc.collect()
-    if len(sys.modules) > _modules_frozen:  # libraries were imported since: their objects live on
+    if len(sys.modules) >= _modules_frozen + LIBRARY_MODULES:  # libraries were imported since: their objects live on
         gc.freeze()
         _modules_frozen = len(sys.modules)
     pa.default_memory_pool().release_unused()
