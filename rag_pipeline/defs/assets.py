@@ -42,6 +42,7 @@ from rag_pipeline.store import rows, staging
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import AnnPolicy, vector_index_plan
 from rag_pipeline.store.lake import IndexUnreadableError, Lake, utc_now
+from rag_pipeline.store.pending import PendingEntries
 
 OWNERS = ["team:search-platform"]
 WRITER_POOL = "rag_lake_writer"  # Dagster concurrency pool of the steps that write the lake (limit 1)
@@ -115,9 +116,9 @@ def parse_documents(
     parsed_out, quarantine_out, totals = {}, {}, ParseTotals()
     started = time.perf_counter()
     note = f"{reused} from the parse cache" if reused else ""
-    with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress:
+    with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress, PendingEntries(lake.add_parses) as pending:
         for shard, raw_table in raw_shards.items():
-            parsed, quarantined, serialized = _parse_shard(context, lake, settings, staging.raw_files_from_table(raw_table), keys, progress, totals)
+            parsed, quarantined, serialized = _parse_shard(context, lake, settings, staging.raw_files_from_table(raw_table), keys, progress, totals, pending)
             scan = scan_digest(raw_table)
             parsed_out[shard] = _spill(context, settings, "parsed_documents", shard, with_lineage(staging.parsed_to_table(parsed, serialized), scan))
             quarantine_out[shard] = _spill(context, settings, "quarantine", shard, with_lineage(staging.quarantine_to_table(quarantined), scan))
@@ -172,9 +173,10 @@ class ParseTotals:
     by_language: Counter = field(default_factory=Counter)
 
 
-def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, totals: ParseTotals):
-    """One shard: parse what the cache lacks, triage every file (parsed or quarantined)."""
+def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, totals: ParseTotals, pending: PendingEntries):
+    """One shard: parse what the cache (or an earlier shard, `pending`) lacks, triage every file."""
     cached = lake.cached_parses([keys[r.doc_id] for r in raws])
+    cached.update(pending.found(keys[r.doc_id] for r in raws if keys[r.doc_id] not in cached))
     # One parse per distinct content: identical files share a cache key.
     to_parse = {keys[r.doc_id]: r.path for r in raws if not r.metadata_error and keys[r.doc_id] not in cached}
     outcomes = parse_many(
@@ -187,7 +189,7 @@ def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, tota
         on_result=lambda _key: progress.advance(),
     )
     fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
-    lake.add_parses(fresh)
+    pending.add(fresh)
     parsed: dict[str, ParsedDocument | ParseHeader] = {}  # a header stands for a cached parse kept as is
     serialized: dict[str, str] = {}  # doc_id → its cached JSON, where triage kept the outcome as is
     quarantined: list[QuarantineRecord] = []
@@ -345,10 +347,12 @@ def embeddings(
     missing_total = len({fp for fps in fingerprints.values() for fp in fps if fp not in known})
     out, embedded, reused, seconds = {}, 0, 0, 0.0
     note = f"{len(known)} from the embedding cache" if known else ""
-    with Progress("embed", missing_total, "chunks", log=context.log.info, note=note) as progress:
+    pending = PendingEntries(lambda entries: lake.add_to_cache(key, entries))
+    with Progress("embed", missing_total, "chunks", log=context.log.info, note=note) as progress, pending:
         for shard in list(chunks):
             table = chunks.pop(shard)  # let go after this shard: its mapped pages leave with it
             vectors = lake.cached_vectors(key, fingerprints[shard])
+            vectors.update(pending.found(fp for fp in fingerprints[shard] if fp not in vectors))
             missing = [fp for fp in fingerprints[shard] if fp not in vectors]
             texts = []
             if missing:  # the shard's text is read only when something in it needs embedding
@@ -358,7 +362,7 @@ def embeddings(
             started = time.perf_counter()
             fresh = dict(zip(missing, encoder.encode_passages(texts, on_batch=progress.advance)))
             seconds += time.perf_counter() - started
-            lake.add_to_cache(key, fresh)
+            pending.add(fresh)
             embedded, reused = embedded + len(fresh), reused + len(vectors)
             vectors.update(fresh)
             out[shard] = _spill(context, settings, "embeddings", shard, with_lineage(staging.vectors_to_table(vectors, encoder.identity.dimension), lineage(table)))

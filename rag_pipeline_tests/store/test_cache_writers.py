@@ -6,9 +6,11 @@ import subprocess
 import sys
 
 import lancedb
+import pytest
 
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
+from rag_pipeline.store.pending import PendingEntries
 
 WRITER = """
 import sys
@@ -33,3 +35,38 @@ def test_three_processes_fill_a_new_cache_table_at_once_and_lose_nothing(tmp_pat
     assert {k for k in keys if keys.count(k) > 1} <= {k for k in expected if k.startswith("shared-")}
     found = Lake(tmp_path)._lookup(s.PARSE_CACHE, sorted(expected), ["cache_key", "outcome"])
     assert sorted(found.column("cache_key").to_pylist()) == sorted(expected)
+
+
+def test_pending_entries_insert_a_bound_at_a_time_and_what_is_left_at_the_end(tmp_path):
+    lake = Lake(tmp_path)
+    inserts = []
+
+    def insert(entries):
+        inserts.append(len(entries))
+        lake.add_parses(entries)
+
+    with PendingEntries(insert, bound=5) as pending:
+        pending.add({f"a{i}": "x" for i in range(3)})
+        assert inserts == [] and pending.found(["a1", "zz"]) == {"a1": "x"}  # a later shard sees it
+        pending.add({f"b{i}": "y" for i in range(3)})  # 6 held >= 5: inserted
+        assert inserts == [6] and pending.found(["a1"]) == {}
+        pending.add({"c0": "z"})
+    assert inserts == [6, 1]  # the rest at the end of the step
+    assert set(lake.cached_parses([*(f"a{i}" for i in range(3)), *(f"b{i}" for i in range(3)), "c0"])) == {"a0", "a1", "a2", "b0", "b1", "b2", "c0"}
+
+
+def test_pending_entries_are_inserted_when_the_step_fails_and_the_step_error_is_kept(tmp_path):
+    lake = Lake(tmp_path)
+    with pytest.raises(RuntimeError, match="shard 3 failed"):
+        with PendingEntries(lake.add_parses) as pending:
+            pending.add({"ocr-result": "{}"})  # expensive work done before the failure
+            raise RuntimeError("shard 3 failed")
+    assert set(lake.cached_parses(["ocr-result"])) == {"ocr-result"}
+
+    def broken(entries):
+        raise OSError("disk full")
+
+    with pytest.raises(RuntimeError, match="shard 3 failed"):  # not masked by the failing insert
+        with PendingEntries(broken) as pending:
+            pending.add({"k": "v"})
+            raise RuntimeError("shard 3 failed")
