@@ -62,7 +62,7 @@ def header_from_json(text: str) -> ParseHeader | None:
 
 def plain_header_from_json(text: str) -> ParseHeader | None:
     """The header of a parsed document read without OCR that holds some text, None for any other
-    outcome: what triage keeps exactly as it is (ingest.triage.triage_cached) can be judged from
+    outcome: what triage keeps exactly as it is (ingest.triage.kept_as_cached) can be judged from
     this, without building its blocks."""
     parsed = json.loads(text).get("parsed")
     if parsed is None or parsed.get("ocr_used") or not any(b["text"].strip() for b in parsed["blocks"]):
