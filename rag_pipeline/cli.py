@@ -1107,6 +1107,7 @@ def _check_eval_and_serve_args(args) -> None:
 _USER_ERRORS = {
     "rag_pipeline.store.lake": ("IndexNotFoundError", "IndexUnreadableError", "LakeWriteError"),
     "rag_pipeline.embedding.encoder": ("ModelLoadError", "ModelMismatchError"),
+    "rag_pipeline.cluster.fanout": ("RunProcessError",),
 }
 
 

@@ -341,3 +341,17 @@ def test_status_answers_from_the_manifest_without_lancedb_and_says_the_same(serv
     (lake / "status_cache.json").write_text(json.dumps(cache), encoding="utf-8")
     again, names = _imported("status", "--lake", str(lake), "--json")
     assert "lancedb" in names and json.loads(again.stdout) == json.loads(slow.stdout)
+
+
+def test_a_cluster_run_whose_process_raised_is_reported_in_one_line():
+    """The instance's database restarted under a fanned-out run: `rag: error: ...`, not a traceback."""
+    from concurrent.futures import Future
+
+    from rag_pipeline.cli import _user_error_types
+    from rag_pipeline.cluster.fanout import RunProcessError, _outcome
+
+    future = Future()
+    future.set_exception(ConnectionError("server closed the connection unexpectedly\n\tThis probably means ..."))
+    with pytest.raises(RunProcessError, match=r"^the shard run failed: ConnectionError: server closed the connection unexpectedly — ") as raised:
+        _outcome(None, future, "shard")
+    assert "\n" not in str(raised.value) and isinstance(raised.value, _user_error_types())

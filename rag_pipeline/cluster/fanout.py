@@ -126,6 +126,22 @@ def _schema_only(path: Path) -> pa.Schema:
         return pa.ipc.open_file(source).schema
 
 
+class RunProcessError(RuntimeError):
+    """A run's process ended in an exception instead of a run (the instance's database or the
+    broker went away mid-run): said in one line, not a traceback."""
+
+
+def _outcome(instance: dg.DagsterInstance, future, phase: str) -> RunOutcome:
+    try:
+        return RunOutcome.read(instance, future.result())
+    except Exception as exc:
+        detail = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise RunProcessError(
+            f"the {phase} run failed: {type(exc).__name__}: {detail} — the served generation is unchanged "
+            "unless the publish run promoted a new one; run `rag index` again"
+        ) from exc
+
+
 def run_fanned_out(
     instance: dg.DagsterInstance, run_config: Mapping, tags: Mapping[str, str], parallel: int, lake_dir: Path
 ) -> tuple[list[RunOutcome], list[str]]:
@@ -142,17 +158,17 @@ def run_fanned_out(
         return pool.submit(execute_run, job_name, dict(run_config), {**tags, PHASE_TAG: phase, **(extra or {})}, assets)
 
     try:
-        scan = RunOutcome.read(instance, run("index_job", "scan", assets=SCAN_ASSETS).result())
+        scan = _outcome(instance, run("index_job", "scan", assets=SCAN_ASSETS), "scan")
         if not scan.success:
             return [scan], []
         inputs = shard_inputs(run_config)
         skipped = sorted(up_to_date_shards(instance, lake_dir, scan.run_id, inputs))
         futures = [run("index_shard_job", "shard", {"dagster/partition": key, INPUTS_TAG: inputs})
                    for key in SHARD_KEYS if key not in skipped]
-        shards = [RunOutcome.read(instance, future.result()) for future in futures]
+        shards = [_outcome(instance, future, "shard") for future in futures]
         if not all(shard.success for shard in shards):
             return [scan, *shards], skipped
-        publish = RunOutcome.read(instance, run("index_job", "publish", assets=publish_assets()).result())
+        publish = _outcome(instance, run("index_job", "publish", assets=publish_assets()), "publish")
         return [scan, *shards, publish], skipped
     finally:  # an interrupt starts no further run; the running ones end with their steps
         pool.shutdown(wait=True, cancel_futures=True)
