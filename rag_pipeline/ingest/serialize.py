@@ -57,7 +57,7 @@ def header_from_json(text: str) -> ParseHeader | None:
     """The header of a parse outcome, None for an unreadable one. Building every block of a
     corpus's parses only to read these fields was most of the decode (bench/README.md)."""
     parsed = json.loads(text).get("parsed")
-    return None if parsed is None else ParseHeader(**{f.name: parsed.get(f.name) for f in fields(ParseHeader)})
+    return None if parsed is None else _header(parsed)
 
 
 def plain_header_from_json(text: str) -> ParseHeader | None:
@@ -67,6 +67,10 @@ def plain_header_from_json(text: str) -> ParseHeader | None:
     parsed = json.loads(text).get("parsed")
     if parsed is None or parsed.get("ocr_used") or not any(b["text"].strip() for b in parsed["blocks"]):
         return None
+    return _header(parsed)
+
+
+def _header(parsed: dict) -> ParseHeader:
     return ParseHeader(**{f.name: parsed.get(f.name) for f in fields(ParseHeader)})
 
 
