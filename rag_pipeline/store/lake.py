@@ -31,6 +31,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 from rag_pipeline.faults import failpoint
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import EXACT, AnnPolicy, vector_index_plan
+from rag_pipeline.store.lock import table_creation_lock
 from rag_pipeline.store.predicates import sql_in
 from rag_pipeline.store.terms import changed_frequencies, document_frequencies, sum_frequencies
 
@@ -252,9 +253,23 @@ class Lake:
         shards) may both add it: `_lookup` reads one row per key, and the rows are equal.
         """
         with self.writing(f"add {table.num_rows} rows to {name}"):
-            if name not in self._tables():
-                self.db.create_table(name, schema=table.schema, exist_ok=True)
-            self.db.open_table(name).merge_insert("cache_key").when_not_matched_insert_all().execute(table)
+            self._cache_table(name, table.schema).merge_insert("cache_key").when_not_matched_insert_all().execute(table)
+
+    def _cache_table(self, name: str, schema: pa.Schema):
+        """The cache table, created when absent: creating and opening an absent table happen under
+        the lake's table-creation lock (shard processes do both at once; see store.lock)."""
+        if name in self._tables():
+            try:
+                return self.db.open_table(name)
+            except ValueError:  # its folder exists, its first version not yet: a creator is at work
+                pass
+        with table_creation_lock(self.lake_dir):
+            if name in self._tables():
+                try:
+                    return self.db.open_table(name)
+                except ValueError:  # no creator is at work now: a folder a crashed creator left
+                    return self.db.create_table(name, schema=schema, mode="overwrite")
+            return self.db.create_table(name, schema=schema)
 
     def stage(
         self,

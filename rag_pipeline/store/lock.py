@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 LOCK_NAME = ".writer.lock"
+CREATE_LOCK_NAME = ".create.lock"
+CREATE_WAIT_S = 120.0
 
 
 class LakeBusyError(RuntimeError):
@@ -68,6 +70,16 @@ def lake_writer_lock(
             return
         with _flocked(lake_dir / f".shard-{shard}.lock", fcntl.LOCK_EX, deadline, holder, name=f"shard {shard} of the lake"):
             yield
+
+
+@contextmanager
+def table_creation_lock(lake_dir: Path) -> Iterator[None]:
+    """One process at a time creates a table in the lake. Creating a Lance table is not atomic:
+    shard processes creating one cache table at once saw a commit conflict in one creator, and an
+    opener found the table's folder before its first version ("Table ... was not found")."""
+    deadline = time.monotonic() + CREATE_WAIT_S
+    with _flocked(Path(lake_dir) / CREATE_LOCK_NAME, fcntl.LOCK_EX, deadline, None, name="table creation in the lake"):
+        yield
 
 
 @contextmanager

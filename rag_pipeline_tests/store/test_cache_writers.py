@@ -37,6 +37,16 @@ def test_three_processes_fill_a_new_cache_table_at_once_and_lose_nothing(tmp_pat
     assert sorted(found.column("cache_key").to_pylist()) == sorted(expected)
 
 
+def test_a_cache_table_folder_left_without_a_version_is_created_again(tmp_path):
+    """What a creator killed mid-create leaves (the folder, no first version): the next insert
+    creates the table instead of failing on every run with "Table ... was not found"."""
+    (tmp_path / f"{s.PARSE_CACHE}.lance" / "data").mkdir(parents=True)
+    lake = Lake(tmp_path)
+    assert s.PARSE_CACHE in lake._tables()
+    lake.add_parses({"k": "{}"})
+    assert lake.cached_parses(["k", "other"]) == {"k": "{}"}
+
+
 def test_pending_entries_insert_a_bound_at_a_time_and_what_is_left_at_the_end(tmp_path):
     lake = Lake(tmp_path)
     inserts = []
