@@ -1108,6 +1108,7 @@ _USER_ERRORS = {
     "rag_pipeline.store.lake": ("IndexNotFoundError", "IndexUnreadableError", "LakeWriteError"),
     "rag_pipeline.embedding.encoder": ("ModelLoadError", "ModelMismatchError"),
     "rag_pipeline.cluster.fanout": ("RunProcessError",),
+    "sqlalchemy.exc": ("DBAPIError",),  # the instance's Postgres restarted under the CLI's own calls
 }
 
 
@@ -1169,10 +1170,19 @@ def _main(argv: list[str] | None) -> int:
     except Exception as exc:
         if not isinstance(exc, _user_error_types()):
             raise
-        print(f"rag: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"rag: error: {_one_line(_error_message(exc))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         restore_sigterm()
+
+
+def _error_message(exc: Exception) -> str:
+    """A database error's own first line: its SQL statement, parameters and link would follow."""
+    if type(exc).__module__ != "sqlalchemy.exc":
+        return str(exc)
+    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
+    return (f"the Dagster instance's database failed: {first} — the served generation is unchanged unless "
+            "a publish had completed; run the command again once the database is reachable")
 
 
 if __name__ == "__main__":

@@ -355,3 +355,23 @@ def test_a_cluster_run_whose_process_raised_is_reported_in_one_line():
     with pytest.raises(RunProcessError, match=r"^the shard run failed: ConnectionError: server closed the connection unexpectedly — ") as raised:
         _outcome(None, future, "shard")
     assert "\n" not in str(raised.value) and isinstance(raised.value, _user_error_types())
+
+
+def test_the_instance_database_failing_under_the_cli_is_reported_in_one_line(monkeypatch, capsys):
+    """Postgres restarted while the CLI process itself read the instance (between the runs it
+    fans out): one `rag: error:` line with the driver's first line, not a traceback."""
+    import sqlalchemy.exc
+
+    from rag_pipeline import cli
+
+    def index(args):
+        raise sqlalchemy.exc.OperationalError("SELECT runs.id FROM runs", {}, ConnectionError(
+            "server closed the connection unexpectedly\n\tThis probably means the server terminated abnormally"))
+
+    monkeypatch.setattr(cli, "cmd_index", index)
+    assert cli.main(["index", "-q"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == ("rag: error: the Dagster instance's database failed: server closed the connection unexpectedly — "
+                   "the served generation is unchanged unless a publish had completed; run the command again once "
+                   "the database is reachable\n"), err
+
