@@ -47,6 +47,19 @@ def test_a_cache_table_folder_left_without_a_version_is_created_again(tmp_path):
     assert lake.cached_parses(["k", "other"]) == {"k": "{}"}
 
 
+def test_a_look_up_after_an_insert_sees_it_though_the_key_column_is_read_once_per_version(tmp_path):
+    """The key column is held per table version (Lake._key_column): an insert, by this process
+    or another shard's, makes a new version, and the next look-up reads the keys again."""
+    lake = Lake(tmp_path)
+    lake.add_parses({"a": "1"})
+    assert lake.cached_parses(["a", "b"]) == {"a": "1"}
+    subprocess.run([sys.executable, "-c", f"from rag_pipeline.store.lake import Lake; Lake({str(tmp_path)!r}).add_parses({{'b': '2'}})"],
+                   check=True)
+    assert lake.cached_parses(["a", "b"]) == {"a": "1", "b": "2"}
+    lake.add_parses({"c": "3"})
+    assert lake.cached_parses(["c"]) == {"c": "3"}
+
+
 def test_pending_entries_insert_a_bound_at_a_time_and_what_is_left_at_the_end(tmp_path):
     lake = Lake(tmp_path)
     inserts = []
