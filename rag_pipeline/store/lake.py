@@ -272,13 +272,14 @@ class Lake:
         if name in self._tables():
             try:
                 return self.db.open_table(name)
-            except ValueError:  # its folder exists, its first version not yet: a creator is at work
-                pass
+            except ValueError as exc:  # its folder exists, its first version not yet: a creator is at work
+                _raise_unless_not_found(exc)
         with table_creation_lock(self.lake_dir):
             if name in self._tables():
                 try:
                     return self.db.open_table(name)
-                except ValueError:  # no creator is at work now: a folder a crashed creator left
+                except ValueError as exc:  # no creator is at work now: a folder a crashed creator left
+                    _raise_unless_not_found(exc)
                     return self.db.create_table(name, schema=schema, mode="overwrite")
             return self.db.create_table(name, schema=schema)
 
@@ -697,6 +698,12 @@ class Lake:
         result = self.db.list_tables()
         names = getattr(result, "tables", result)
         return set(names)
+
+
+def _raise_unless_not_found(exc: ValueError) -> None:
+    """Only "Table ... was not found" (no first version) may be created over; anything else is raised."""
+    if "was not found" not in str(exc):
+        raise exc
 
 
 def keys_not_in(stored: pa.Table, used) -> list[str]:
