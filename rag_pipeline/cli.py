@@ -1180,7 +1180,9 @@ def _error_message(exc: Exception) -> str:
     """A database error's own first line: its SQL statement, parameters and link would follow."""
     if type(exc).__module__ != "sqlalchemy.exc":
         return str(exc)
-    first = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
+    from rag_pipeline.text import first_line
+
+    first = first_line(str(getattr(exc, "orig", None) or exc))
     return (f"the Dagster instance's database failed: {first} — the served generation is unchanged unless "
             "a publish had completed; run the command again once the database is reachable")
 

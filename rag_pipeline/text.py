@@ -66,6 +66,11 @@ def approx_tokens(text: str) -> float:
     return cjk + 1.3 * words
 
 
+def first_line(text: str) -> str:
+    """A message's first non-blank line: an error's SQL, parameters and links follow it."""
+    return (text.strip().splitlines() or [""])[0]
+
+
 def split_sentences(text: str) -> list[str]:
     """Split on Chinese and Western sentence ends (。！？； . ! ? ;), keeping the punctuation."""
     parts = [p.strip() for p in _SENTENCE_END.split(text)]

@@ -40,6 +40,7 @@ from rag_pipeline.cluster.jobs import index_job, index_shard_job
 from rag_pipeline.config import ChunkingSettings
 from rag_pipeline.defs.io import latest_pointer, read_arrow, staged_path
 from rag_pipeline.defs.shards import SHARD_KEYS, lineage, scan_digest, split_by_shard
+from rag_pipeline.text import first_line
 
 SCAN_ASSETS = ["raw_documents"]
 PHASE_TAG = "rag/phase"  # scan | shard | publish, on each run of a fanned-out index
@@ -135,7 +136,7 @@ def _outcome(instance: dg.DagsterInstance, future, phase: str) -> RunOutcome:
     try:
         return RunOutcome.read(instance, future.result())
     except Exception as exc:
-        detail = (str(exc).strip().splitlines() or [""])[0][:300]
+        detail = first_line(str(exc))[:300]
         raise RunProcessError(
             f"the {phase} run failed: {type(exc).__name__}: {detail} — the served generation is unchanged "
             "unless the publish run promoted a new one; run `rag index` again"

@@ -221,7 +221,7 @@ class Lake:
         """Which keys a cache table holds: the key column only (to size a step's work up front)."""
         if name not in self._tables() or not keys:
             return set()
-        stored = self._stored(name, ["cache_key"]).column("cache_key")
+        stored = self._key_column(name, self.db.open_table(name).to_lance())
         wanted = pa.array(list(set(keys)), pa.string())
         return set(pc.filter(wanted, pc.is_in(wanted, value_set=stored)).to_pylist())
 
