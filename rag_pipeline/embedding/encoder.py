@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rag_pipeline.config import BUILTIN_MODEL, apply_offline_environment, compute_threads, hub_offline
-from rag_pipeline.embedding.query_encoder import load_query_encoder, supported_layout
+from rag_pipeline.embedding.query_encoder import TokenCounter, load_query_encoder, supported_layout
 
 apply_offline_environment()  # HF_HUB_OFFLINE etc. before sentence_transformers is imported
 
@@ -61,11 +61,14 @@ class Encoder:
     A cold `rag ask` never imports torch (issue 19); an indexing run never holds the query
     encoder's tokenizer (~290 MB for the built-in model's 250k-word vocabulary)."""
 
-    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None, *, load_model=None, load_query_encoder=None):
+    def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None, *, load_model=None,
+                 load_query_encoder=None, load_token_counter=None):
         self._model = model  # the sentence-transformers model: tokenizer, limits, and fp32/bf16/int8 encoding
         self._load_model = load_model
         self._load_query_encoder = load_query_encoder
         self._query_encoder = None
+        self._load_token_counter = load_token_counter
+        self._token_counter = None
         self._model_lock = threading.Lock()
         self.identity = identity
         self.batch_size = batch_size
@@ -77,6 +80,7 @@ class Encoder:
             with self._model_lock:
                 if self._model is None:
                     self._model = self._load_model()
+                    self._token_counter = None  # the model's own tokenizer counts from now on
         return self._model
 
     @model.setter
@@ -112,14 +116,31 @@ class Encoder:
         out[order] = vectors
         return out
 
+    @property
+    def token_counter(self) -> TokenCounter | None:
+        """The tokenizer alone (query_encoder.TokenCounter) while the model is not loaded and the
+        folder allows it: a step that chunks but embeds nothing never loads torch or the weights."""
+        if self._model is not None or self._load_token_counter is None:
+            return None
+        if self._token_counter is None:
+            with self._model_lock:
+                if self._token_counter is None:
+                    self._token_counter = self._load_token_counter()
+        return self._token_counter
+
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for `text`, without special tokens: the unit chunk sizes are in."""
+        counter = self.token_counter
+        if counter is not None:
+            return counter.count(text)
         return len(self.model.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     @property
     def passage_token_limit(self) -> int:
         """Tokens of passage text the model reads: max sequence minus the prompt and [CLS]/[SEP]."""
-        return int(self.model.max_seq_length) - 2 - self.count_tokens(self.identity.passage_prompt)
+        counter = self.token_counter
+        max_seq_length = counter.max_seq_length if counter is not None else self.model.max_seq_length
+        return int(max_seq_length) - 2 - self.count_tokens(self.identity.passage_prompt)
 
     def encode_query(self, text: str) -> np.ndarray:
         if self.query_encoder is not None:
@@ -193,7 +214,8 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
         identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path))
         identity = replace(identity, precision=precision)
         return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device),
-                       load_query_encoder=lambda: _query_encoder(spec, path, identity.dimension))
+                       load_query_encoder=lambda: _query_encoder(spec, path, identity.dimension),
+                       load_token_counter=lambda: _token_counter(spec, path))
     model = _sentence_transformer(spec, path, precision, device)
     identity = _identity_of_built(built) if built is not None else _identity_of_any(spec, model)
     identity = replace(identity, precision=precision)
@@ -224,6 +246,13 @@ def _query_encoder(spec: str, path: str, dimension: int):
     if query_encoder is None or query_encoder.dimension != dimension:
         raise ModelLoadError(f"the embedding model {spec!r} changed on disk: its files no longer match its identity ({dimension} dimensions)")
     return query_encoder
+
+
+def _token_counter(spec: str, path: str) -> TokenCounter:
+    try:
+        return TokenCounter(Path(path))
+    except Exception as exc:  # a damaged tokenizer.json: the same error as the model's
+        raise _load_error(spec, exc) from exc
 
 
 def torch_device(device: str) -> str:

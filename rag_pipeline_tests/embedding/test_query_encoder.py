@@ -59,9 +59,15 @@ def test_a_cold_query_imports_neither_torch_nor_sentence_transformers():
         "vector = encoder.encode_query('How many days of annual leave do employees get?')\n"
         f"print(vector.shape[0], [m for m in {HEAVY!r} if m in sys.modules])\n"
     )
+    out = _run_fresh(code)
+    assert out.split(maxsplit=1) == ["384", "[]\n"], out
+
+
+def _run_fresh(code: str) -> str:
+    """stdout of `code` run by a fresh interpreter (so sys.modules shows what it alone imported)."""
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split(maxsplit=1) == ["384", "[]\n"], proc.stdout
+    return proc.stdout
 
 
 def test_passages_still_go_through_sentence_transformers_loaded_on_first_use():
@@ -151,3 +157,45 @@ def test_a_model_saved_by_todays_sentence_transformers_takes_the_numpy_path(tmp_
     assert encoder.query_encoder is not None and encoder._model is None
     worst = max(float(np.abs(encoder.encode_query(q) - encoder._encode([q], False)[0]).max()) for q in _questions())
     assert worst <= 1e-6, worst
+
+
+def _real_texts() -> list[str]:
+    """Text of real files, zh and en: the sample corpus's and the shared corpus's plain ones."""
+    files = sorted((REPO / "data" / "sample").rglob("*.md")) + sorted((REPO.parent / "shared" / "corpus").glob("*/*.txt"))
+    texts = []
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        texts += [text[:4000], *text[:20000].split("\n\n")[:40]]
+    return [t for t in texts if t] + ["", "  ", "tab\there\nnew line", "員工每年享有多少天帶薪年假？", "X-2000 E-45 " * 300]
+
+
+def test_token_counts_without_the_model_are_the_models_own(tmp_path):
+    """Chunking counts tokens through tokenizer.json alone while the model is not loaded: the same
+    counts and the same passage limit as the model's own tokenizer, on real text of both languages."""
+    folder = _copy_layout(tmp_path)
+    encoder = load_encoder(str(folder), str(tmp_path / "cache"), 8, "fp32")
+    texts = _real_texts()
+    assert len(texts) > 50
+    light = [encoder.count_tokens(t) for t in texts]
+    light_limit = encoder.passage_token_limit
+    assert encoder._model is None and encoder.token_counter is not None  # counted without the model
+    assert max(light) > 512  # long texts are counted whole, not cut at the model's window
+    model = encoder.model  # loads it: from now on its tokenizer counts
+    assert encoder.token_counter is None
+    assert [len(model.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts] == light
+    assert light_limit == encoder.passage_token_limit == model.max_seq_length - 2 - encoder.count_tokens(encoder.identity.passage_prompt)
+
+
+def test_counting_tokens_imports_neither_torch_nor_sentence_transformers():
+    code = (
+        "import sys\n"
+        "from rag_pipeline.chunking import TokenBudget\n"
+        "from rag_pipeline.config import Settings\n"
+        "from rag_pipeline.embedding.encoder import encoder_for\n"
+        "budget = TokenBudget.for_encoder(encoder_for(Settings()))\n"
+        "print(budget.count('员工每年享有十五天带薪年假。'), budget.model_limit, [m for m in "
+        f"{HEAVY!r} if m in sys.modules])\n"
+    )
+    out = _run_fresh(code)
+    count, limit, heavy = out.split(maxsplit=2)
+    assert int(count) > 0 and int(limit) > 400 and heavy == "[]\n", out
