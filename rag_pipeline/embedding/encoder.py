@@ -57,9 +57,11 @@ class Encoder:
 
     With ``load_query_encoder`` set (fp32, a folder the numpy encoder reproduces), queries are
     encoded without torch, and each part loads on first use only: the sentence-transformers model
-    by ``load_model`` (passages, token counts), the numpy one by ``load_query_encoder`` (queries).
-    A cold `rag ask` never imports torch (issue 19); an indexing run never holds the query
-    encoder's tokenizer (~290 MB for the built-in model's 250k-word vocabulary)."""
+    by ``load_model`` (passages; token counts once it is loaded), the numpy one by
+    ``load_query_encoder`` (queries), the tokenizer alone by ``load_token_counter`` (token counts
+    while the model is not loaded; dropped when it loads). A cold `rag ask` never imports torch
+    (issue 19); an indexing run never holds the query encoder, and the light tokenizer (~290 MB for
+    the built-in model's 250k-word vocabulary) never beside the model's own."""
 
     def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None, *, load_model=None,
                  load_query_encoder=None, load_token_counter=None):
