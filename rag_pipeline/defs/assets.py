@@ -35,7 +35,7 @@ from rag_pipeline.defs.shards import (
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import scan_raw_folder
 from rag_pipeline.ingest.serialize import ParseHeader, outcome_from_json, outcome_to_json, parse_key_of
-from rag_pipeline.ingest.pool import is_transient, parse_many, stop_parse_server
+from rag_pipeline.ingest.pool import ParsePool, is_transient, stop_parse_server
 from rag_pipeline.ingest.triage import QuarantineRecord, kept_as_cached, triage, was_released
 from rag_pipeline.progress import Progress
 from rag_pipeline.store import rows, staging
@@ -116,9 +116,11 @@ def parse_documents(
     parsed_out, quarantine_out, totals = {}, {}, ParseTotals()
     started = time.perf_counter()
     note = f"{reused} from the parse cache" if reused else ""
-    with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress, PendingEntries(lake.add_parses) as pending:
+    workers = ParsePool(workers=min(settings.parse_workers, len(to_parse)) or 1, memory_mb=settings.parse_memory_mb)
+    with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress, PendingEntries(lake.add_parses) as pending, workers:
         for shard, raw_table in raw_shards.items():
-            parsed, quarantined, serialized = _parse_shard(context, lake, settings, staging.raw_files_from_table(raw_table), keys, progress, totals, pending)
+            raws = staging.raw_files_from_table(raw_table)
+            parsed, quarantined, serialized = _parse_shard(context, lake, settings, raws, keys, progress, totals, pending, workers)
             scan = scan_digest(raw_table)
             parsed_out[shard] = _spill(context, settings, "parsed_documents", shard, with_lineage(staging.parsed_to_table(parsed, serialized), scan))
             quarantine_out[shard] = _spill(context, settings, "quarantine", shard, with_lineage(staging.quarantine_to_table(quarantined), scan))
@@ -173,19 +175,21 @@ class ParseTotals:
     by_language: Counter = field(default_factory=Counter)
 
 
-def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, totals: ParseTotals, pending: PendingEntries):
-    """One shard: parse what the cache (or an earlier shard, `pending`) lacks, triage every file."""
+def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, totals: ParseTotals, pending: PendingEntries,
+                 workers: ParsePool):
+    """One shard: parse what the cache (or an earlier shard, `pending`) lacks, triage every file.
+
+    `workers` is the step's pool, started by the first shard with a file to parse and kept for the rest.
+    """
     cached = lake.cached_parses([keys[r.doc_id] for r in raws])
     cached.update(pending.found(keys[r.doc_id] for r in raws if keys[r.doc_id] not in cached))
     # One parse per distinct content: identical files share a cache key.
     to_parse = {keys[r.doc_id]: r.path for r in raws if not r.metadata_error and keys[r.doc_id] not in cached}
-    outcomes = parse_many(
+    outcomes = workers.parse(
         to_parse,
         ocr_lang=settings.ocr_lang,
         max_bytes=settings.max_file_bytes,
-        workers=settings.parse_workers,
         timeout_s=settings.parse_timeout_s,
-        memory_mb=settings.parse_memory_mb,
         on_result=lambda _key: progress.advance(),
     )
     fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}
@@ -209,7 +213,7 @@ def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, tota
             if result is outcome:  # triage returns a changed document as a new object
                 serialized[raw.doc_id] = fresh.get(key) or cached.get(key)
     totals.parsed_now += len(outcomes)
-    totals.workers = max(totals.workers, min(settings.parse_workers, len(to_parse)) if to_parse else 0)
+    totals.workers = max(totals.workers, workers.workers if to_parse else 0)
     totals.ocr += [d.ocr_confidence for d in parsed.values() if d.ocr_used and d.ocr_confidence is not None]
     totals.released += [r.source for r in raws if r.doc_id in parsed and was_released(parsed[r.doc_id])]
     totals.quarantined += quarantined
@@ -243,7 +247,7 @@ def chunks(
     rechunk = sum(1 for shard_keys in keys.values() for key in shard_keys if key not in known)
     out, tokens, model_limits, budget = {}, [], set(), None
     note = f"{documents - rechunk} from the chunk cache" if documents - rechunk else ""
-    with Progress("chunk", rechunk, "documents", log=context.log.info, note=note) as progress:
+    with Progress("chunk", rechunk, "documents", log=context.log.info, note=note) as progress, PendingEntries(_add_chunk_rows(lake)) as pending:
         for shard in list(parsed_documents):
             parsed = parsed_documents.pop(shard)  # let go after this shard: its mapped pages leave with it
             cached = lake.cached_chunks(keys[shard])
@@ -257,7 +261,7 @@ def chunks(
                 fresh[key] = (records, [budget.count(c.embed_text) for c in records])
                 progress.advance()
             fresh_rows = staging.chunk_cache_rows(fresh, budget.model_limit if fresh else None)
-            lake.add_chunks(fresh_rows)
+            pending.add({key: fresh_rows.slice(row, 1) for row, key in enumerate(fresh_rows.column("cache_key").to_pylist())})
             found = pa.concat_tables([cached, fresh_rows])
             table, shard_tokens = staging.chunks_from_cache(found, keys[shard])
             out[shard] = _spill(context, settings, "chunks", shard, with_lineage(table, lineage(parsed)))
@@ -291,6 +295,13 @@ def chunks(
         }
     )
     return out
+
+
+def _add_chunk_rows(lake: Lake):
+    """Insert held chunk cache rows (one a document key) at once. A key names its document, so
+    no later shard looks a held row up: holding them back only saves inserts (and the key column
+    re-read each insert's new table version costs the next shard's look-up)."""
+    return lambda entries: lake.add_chunks(pa.concat_tables(entries.values()).combine_chunks())
 
 
 def _served_table(context, lake: Lake, name: str, served: dict | None, columns: list[str] | None = None):

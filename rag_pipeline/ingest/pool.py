@@ -49,7 +49,7 @@ ParseFn = Callable[[Path], ParsedDocument]
 _PRELOAD = ["rag_pipeline.ingest.parsers"]
 
 
-__all__ = ["TransientFailure", "default_workers", "is_transient", "ocr_threads_per_worker", "parse_many"]
+__all__ = ["ParsePool", "TransientFailure", "default_workers", "is_transient", "ocr_threads_per_worker", "parse_many"]
 
 
 def is_transient(outcome: Outcome) -> bool:
@@ -164,68 +164,111 @@ def _expired_outcome(exc: ProcessExpired) -> TransientFailure:
     )
 
 
-def parse_many(
-    paths: Mapping[str, Path],
-    *,
-    ocr_lang: str,
-    max_bytes: int,
-    workers: int | None = None,
-    timeout_s: float | None = 120.0,
-    parse: ParseFn | None = None,
-    ocr_threads: int | None = None,
-    memory_mb: int | None = None,
-    expected_sha256: Mapping[str, str] | None = None,
-    on_result: Callable[[str], None] | None = None,
-) -> dict[str, Outcome]:
-    """Parse every ``key -> path`` in worker processes; return ``key -> outcome``.
+class ParsePool:
+    """Worker processes that parse batches of files, started once and kept across batches.
 
-    ``workers`` processes (default: one per CPU, never more than there are files) each
-    parse one file at a time; a file still running after ``timeout_s`` seconds of its own
-    time (queueing does not count) is killed and becomes a ``timeout`` outcome (``None``:
-    no limit). ``ocr_threads`` (pages of one scanned PDF OCR'd at once in a worker) defaults
-    to :func:`ocr_threads_per_worker`. ``memory_mb`` caps each worker's address space (``None``:
-    no cap). ``parse`` replaces :func:`parse_file` (a test seam; it must be picklable,
-    i.e. a module-level function or a partial of one). ``expected_sha256`` (``key -> the
-    sha256 the scan saw``) makes a worker check the content before parsing: a file that
-    changed since gives a transient outcome instead of one cached under the old content's
-    key. ``on_result(key)`` is called as each outcome comes back (progress). Raises
-    :class:`OcrEngineError` if any file hits it, after stopping the pool.
+    A step parses its shards one at a time (its memory is one shard's); starting a pool per shard
+    cost ~0.2 s each in worker start-up and pebble's shut-down polling — 6 of the 9 s that
+    parsing 100 changed files over 34 shards took (bench/README.md). Workers start on the first
+    batch that has files, ``workers`` of them (default one per CPU). ``ocr_threads`` (pages of one
+    scanned PDF OCR'd at once in a worker) defaults to :func:`ocr_threads_per_worker`;
+    ``memory_mb`` caps each worker's address space (``None``: no cap). A worker killed at its
+    time limit or dead of a crash is replaced by pebble; anything else raised while a batch runs
+    stops the pool (its busy workers' process groups die with them) and the next batch starts a
+    new one. Use as a context manager: leaving it stops the workers.
     """
+
+    def __init__(self, *, workers: int | None = None, ocr_threads: int | None = None, memory_mb: int | None = None):
+        self.workers = max(1, workers or default_workers())
+        self._ocr_threads, self._memory_mb = ocr_threads, memory_mb
+        self._pool: ProcessPool | None = None
+
+    def __enter__(self) -> "ParsePool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
+            pool.join()
+
+    def _stop(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.stop()  # SIGTERMs busy workers: their process groups die with them
+            pool.join()
+
+    def _started(self) -> ProcessPool:
+        if self._pool is None:
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(_PRELOAD)
+            threads = self._ocr_threads or ocr_threads_per_worker(self.workers)
+            self._pool = ProcessPool(max_workers=self.workers, initializer=_init_worker, initargs=(threads, self._memory_mb), context=context)
+        return self._pool
+
+    def parse(
+        self,
+        paths: Mapping[str, Path],
+        *,
+        ocr_lang: str,
+        max_bytes: int,
+        timeout_s: float | None = 120.0,
+        parse: ParseFn | None = None,
+        expected_sha256: Mapping[str, str] | None = None,
+        on_result: Callable[[str], None] | None = None,
+    ) -> dict[str, Outcome]:
+        """Parse every ``key -> path``; return ``key -> outcome``.
+
+        Each worker parses one file at a time; a file still running after ``timeout_s`` seconds
+        of its own time (queueing does not count) is killed and becomes a ``timeout`` outcome
+        (``None``: no limit). ``parse`` replaces :func:`parse_file` (a test seam; it must be
+        picklable, i.e. a module-level function or a partial of one). ``expected_sha256``
+        (``key -> the sha256 the scan saw``) makes a worker check the content before parsing: a
+        file that changed since gives a transient outcome instead of one cached under the old
+        content's key. ``on_result(key)`` is called as each outcome comes back (progress).
+        Raises :class:`OcrEngineError` if any file hits it, after stopping the pool.
+        """
+        if not paths:
+            return {}
+        from rag_pipeline.ingest.parsers import parse_file
+
+        if parse is None:
+            parse = functools.partial(parse_file, ocr_lang=ocr_lang, max_bytes=max_bytes)
+        outcomes: dict[str, Outcome] = {}
+        try:
+            pool = self._started()
+            expected = expected_sha256 or {}
+            futures = {pool.schedule(_parse_in_worker, args=(Path(path), parse, expected.get(key)), timeout=timeout_s): key
+                       for key, path in paths.items()}
+            for future in as_completed(futures):  # in the order they finish: progress moves with the work
+                key = futures[future]
+                try:
+                    outcomes[key] = _from_wire(future.result())
+                except FutureTimeout:
+                    outcomes[key] = _timeout_outcome(timeout_s or 0)
+                except ProcessExpired as exc:
+                    outcomes[key] = _expired_outcome(exc)
+                failpoint("parse")
+                if on_result is not None:
+                    on_result(key)
+        except BaseException:
+            self._stop()
+            raise
+        return {key: outcomes[key] for key in paths}
+
+
+def parse_many(paths: Mapping[str, Path], *, workers: int | None = None, ocr_threads: int | None = None,
+               memory_mb: int | None = None, **options) -> dict[str, Outcome]:
+    """One batch through its own :class:`ParsePool` (never more workers than files); ``options``
+    are :meth:`ParsePool.parse`'s."""
     if not paths:
         return {}
-    from rag_pipeline.ingest.parsers import parse_file
-
-    if parse is None:
-        parse = functools.partial(parse_file, ocr_lang=ocr_lang, max_bytes=max_bytes)
     n = max(1, min(workers or default_workers(), len(paths)))
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(_PRELOAD)
-    outcomes: dict[str, Outcome] = {}
-    pool = ProcessPool(
-        max_workers=n, initializer=_init_worker, initargs=(ocr_threads or ocr_threads_per_worker(n), memory_mb), context=context
-    )
-    try:
-        expected = expected_sha256 or {}
-        futures = {pool.schedule(_parse_in_worker, args=(Path(path), parse, expected.get(key)), timeout=timeout_s): key
-                   for key, path in paths.items()}
-        for future in as_completed(futures):  # in the order they finish: progress moves with the work
-            key = futures[future]
-            try:
-                outcomes[key] = _from_wire(future.result())
-            except FutureTimeout:
-                outcomes[key] = _timeout_outcome(timeout_s or 0)
-            except ProcessExpired as exc:
-                outcomes[key] = _expired_outcome(exc)
-            failpoint("parse")
-            if on_result is not None:
-                on_result(key)
-    except BaseException:
-        pool.stop()  # SIGTERMs busy workers: their process groups die with them
-        pool.join()
-        raise
-    pool.close()
-    pool.join()
-    return {key: outcomes[key] for key in paths}
+    with ParsePool(workers=n, ocr_threads=ocr_threads, memory_mb=memory_mb) as pool:
+        return pool.parse(paths, **options)
 
 
 def stop_parse_server() -> None:

@@ -20,7 +20,7 @@ from rag_pipeline.config import Settings
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.parsers import parse_file
-from rag_pipeline.ingest.pool import is_transient, ocr_threads_per_worker, parse_many, stop_parse_server
+from rag_pipeline.ingest.pool import ParsePool, is_transient, ocr_threads_per_worker, parse_many, stop_parse_server
 from rag_pipeline.ingest.triage import parse_outcome
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
@@ -39,6 +39,12 @@ def hang_or_parse(path: Path) -> ParsedDocument:
 def crash_or_parse(path: Path) -> ParsedDocument:
     if path.name.startswith("crash"):
         os.kill(os.getpid(), signal.SIGKILL)
+    return parse_file(path)
+
+
+def parse_in(path: Path) -> ParsedDocument:
+    """Parses normally and records which worker process did it (a file named after the pid)."""
+    path.with_name(f"{path.name}.{os.getpid()}.worker").touch()
     return parse_file(path)
 
 
@@ -105,6 +111,35 @@ def test_a_missing_ocr_engine_fails_the_run(tmp_path):
     paths = _small_files(tmp_path)
     with pytest.raises(OcrEngineError, match="tesseract"):
         parse_many(paths, ocr_lang=OCR_LANG, max_bytes=10**8, workers=2, timeout_s=30, parse=engine_missing)
+
+
+def _workers_of(paths: dict[str, Path]) -> set[int]:
+    return {int(w.name.rsplit(".", 2)[-2]) for p in paths.values() for w in p.parent.glob(f"{p.name}.*.worker")}
+
+
+def test_a_pool_keeps_its_workers_across_batches_restarts_after_an_error_and_replaces_a_dead_one(tmp_path):
+    dirs = [tmp_path / name for name in ("a", "b", "c", "d")]
+    for folder in dirs:
+        folder.mkdir()
+    first, second, third, fourth = (_small_files(folder) for folder in dirs)
+    (dirs[2] / "crash.txt").write_text("kills its worker\n", encoding="utf-8")
+    options = {"ocr_lang": OCR_LANG, "max_bytes": 1 << 20, "timeout_s": 60}
+    with ParsePool(workers=1) as pool:  # one worker: which process parses a file is certain
+        one = pool.parse(first, parse=parse_in, **options)
+        started = _workers_of(first)
+        assert len(started) == 1 and all(isinstance(o, ParsedDocument) for o in one.values())
+        pool.parse(second, parse=parse_in, **options)
+        assert _workers_of(second) == started  # the same process: nothing started for the second batch
+        with pytest.raises(OcrEngineError):
+            pool.parse(second, parse=engine_missing, **options)
+        assert not any(_alive(pid) for pid in started)  # the error stopped the pool
+        three = pool.parse({**third, "crash": dirs[2] / "crash.txt"}, parse=crash_or_parse, **options)
+        assert three["crash"].reason == "corrupt" and is_transient(three["crash"])  # one file lost, not the batch
+        four = pool.parse(fourth, parse=parse_in, **options)  # a new pool, its dead worker replaced
+        assert {k: v.text for k, v in four.items()} == {k: v.text for k, v in one.items()}
+        restarted = _workers_of(fourth)
+        assert len(restarted) == 1 and not restarted & started
+    assert not any(_alive(pid) for pid in restarted)  # leaving the block stops the workers
 
 
 def test_ocr_threads_never_oversubscribe():

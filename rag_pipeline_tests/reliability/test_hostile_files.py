@@ -22,10 +22,9 @@ import docx
 import openpyxl
 import pytest
 
-from rag_pipeline.defs import assets
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
-from rag_pipeline.ingest.pool import is_transient, parse_many
+from rag_pipeline.ingest.pool import ParsePool, is_transient, parse_many
 from rag_pipeline.ingest.scan import SIDECAR_SUFFIX, listed_sources, scan_raw_folder
 from rag_pipeline.ingest.serialize import header_from_json, outcome_to_json
 from rag_pipeline.ingest.triage import QuarantineRecord, kept_as_cached, parse_outcome, triage
@@ -478,13 +477,13 @@ def test_index_run_over_every_hostile_file_at_once(tmp_path, corpus_or_none, mon
     expected = build_hostile(raw, tmp_path / "outside", tmp_path / "work", corpus_or_none)
     (raw / "changing.txt").write_text("The version the scan hashed.\n")
     expected["changing.txt"] = {INDEXED}
-    real_parse_many = assets.parse_many
+    real_parse = ParsePool.parse
 
-    def rewrite_after_scan(paths, **kw):
+    def rewrite_after_scan(self, paths, **kw):
         (raw / "changing.txt").write_text("A version written after the scan, before the parse.\n")
-        return real_parse_many(paths, **kw)
+        return real_parse(self, paths, **kw)
 
-    monkeypatch.setattr(assets, "parse_many", rewrite_after_scan)
+    monkeypatch.setattr(ParsePool, "parse", rewrite_after_scan)
     started = time.perf_counter()
     report = run_index(raw, lake, parse_timeout_s=60, parse_workers=2, golden_file="none")
     elapsed = time.perf_counter() - started
