@@ -28,7 +28,7 @@ from rag_pipeline.query.answer import (
 )
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
-from rag_pipeline.query.fusion import coverage_weight, language_balanced_ranking, rrf, same_language
+from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
 from rag_pipeline.text import is_code_term, is_identifier
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
@@ -53,10 +53,6 @@ KEYWORD_FULL_TRUST_COVERAGE = 0.5  # keyword hit weight = min(1, coverage / this
 # trust), chosen on fit halves (XQuAD en→zh, sample golden cross-lingual) by bench/cross_lingual.py --sweep
 TRANSLATED_ARM_WEIGHT = 1.0
 TRANSLATED_FULL_TRUST_COVERAGE = 1.0
-# How many background spreads a passage in the other language than the question's must stand out
-# by, beyond the best in the question's language, to outrank it in the language-balanced dense
-# ranking (fusion.language_balanced_ranking): the reader is served in their own language first.
-OTHER_LANGUAGE_MARGIN = 0.0
 BACKGROUND_SAMPLE = 512
 SENTENCE_CACHE = 4096  # answer-sentence vectors kept in-process (the dense fallback of sentence selection)
 SCOPES_CACHED = 32  # per-filter statistics (row count, background sample, vocabulary) kept for this many filters
@@ -137,8 +133,6 @@ class RagIndex:
         self.reranker = reranker  # None: fused order is final
         self.rerank_top_n = rerank_top_n
         self.translate_queries = True  # the dictionary-translated keyword arm of `hybrid` (off: ablation)
-        self.balance_dense_languages = True  # the dense ranking fused scaled per language (off: ablation)
-        self.other_language_margin = OTHER_LANGUAGE_MARGIN
         self.rewrite_queries = True  # conversational wrapper removed before retrieval (off: ablation)
         self.term_counting = "vocabulary"  # one of TERM_COUNTING; all give the same counts
         self.chunks = lake.open_published(s.CHUNKS, manifest)
@@ -230,10 +224,6 @@ class RagIndex:
             translated = terms_arm(self.chunks, translation.terms, f"{predicate} AND {language}", depth)
             rankings["translated"] = [(r["chunk_id"], r["score"]) for r in translated]
             rows.update((r["chunk_id"], r) for r in translated)
-        if translation and "dense" in rankings and self.balance_dense_languages:
-            within = dense_arm(self.chunks, query_vec, f"{predicate} AND {language}", depth, self.manifest.get("vector_index"))
-            rankings["dense_language"] = [(r["chunk_id"], r["score"]) for r in within]
-            rows.update((r["chunk_id"], r) for r in within)
         scope = self._scope(predicate)
         terms = query_terms(query) | frozenset(translation.terms if translation else ())
         doc_freq = self._permitted_frequencies(terms, predicate, scope)
@@ -250,11 +240,7 @@ class RagIndex:
                 )
                 for cid, _ in rankings["translated"]
             }
-        fusion_rankings = rankings
-        if "dense_language" in rankings:
-            fusion_rankings = {**rankings, "dense": self._language_balanced(rankings, rows, query_vec, scope, translation.target)}
-            del fusion_rankings["dense_language"]
-        fused = rrf(fusion_rankings, k=HYBRID_RRF_K if mode == "hybrid" else RRF_K, hit_weights=hit_weights)
+        fused = rrf(rankings, k=HYBRID_RRF_K if mode == "hybrid" else RRF_K, hit_weights=hit_weights)
         use_rerank = rerank if rerank is not None else self.reranker is not None
         hits = SearchResult()
         for f in fused[: max(k, self.rerank_top_n) if use_rerank else k]:
@@ -348,15 +334,6 @@ class RagIndex:
             "cross_lingual": not same_language(query_language, top_language),
         }
 
-    def _language_balanced(self, rankings, rows, query_vec, scope: dict, target: str) -> list[tuple[str, float]]:
-        """The dense ranking fused in `hybrid` on a bilingual corpus: the whole ranking and the
-        one within the translation's target language, each hit scaled by its own language's
-        background (fusion.language_balanced_ranking)."""
-        hits = [(cid, score, rows[cid]["language"] == target) for arm in ("dense", "dense_language") for cid, score in rankings[arm]]
-        return language_balanced_ranking(
-            hits, scope["background"] @ query_vec, scope["background_languages"] == target, self.other_language_margin
-        )
-
     def _scope(self, predicate: str) -> dict:
         """Per-filter statistics: how many chunks the filter admits, a background vector sample and,
         for a filter admitting at most SCOPE_VOCABULARY_MAX_ROWS chunks, their vocabulary.
@@ -379,11 +356,9 @@ class RagIndex:
         row_ids = ids.column("_rowid").to_numpy()[order][::step]
         dim = self.manifest["model"]["dimension"]
         background = np.zeros((0, dim), dtype=np.float32)
-        languages = np.zeros(0, dtype=object)
         if len(row_ids):
-            taken = self.chunks.to_lance()._take_rows(row_ids.tolist(), columns=["vector", "language"])
-            languages = np.asarray(taken.column("language").to_pylist(), dtype=object)
-            background = taken.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+            vectors = self.chunks.to_lance()._take_rows(row_ids.tolist(), columns=["vector"]).column("vector")
+            background = vectors.combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
         known = None
         if ids.num_rows <= SCOPE_VOCABULARY_MAX_ROWS:
             admitted = ids.column("_rowid").to_pylist()
@@ -392,9 +367,7 @@ class RagIndex:
         if len(self._scopes) >= SCOPES_CACHED:
             self._scopes.pop(next(iter(self._scopes)))
         whole = ids.num_rows == self.chunks.count_rows()  # the filter admits every chunk of the generation
-        scope = self._scopes[predicate] = {
-            "rows": ids.num_rows, "background": background, "background_languages": languages, "vocabulary": known, "whole": whole,
-        }
+        scope = self._scopes[predicate] = {"rows": ids.num_rows, "background": background, "vocabulary": known, "whole": whole}
         return scope
 
     # --- answering ------------------------------------------------------------------------

@@ -12,8 +12,6 @@ answer can be traced to the arm that produced it.
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass, field
 
 
@@ -68,34 +66,3 @@ def coverage_weight(coverage: float, full_trust: float) -> float:
     if full_trust <= 0:
         return 1.0
     return max(0.0, min(1.0, coverage / full_trust))
-
-
-
-LANGUAGE_BACKGROUND_MIN_ROWS = 10  # fewer background chunks in a language: its scale is the whole sample's
-
-
-def language_balanced_ranking(
-    hits: list[tuple[str, float, bool]], background: np.ndarray, background_in_group: np.ndarray, margin: float = 0.0
-) -> list[tuple[str, float]]:
-    """Dense hits (chunk id, cosine, in the group?) ranked by cosine in spreads above the
-    background of their own group (the chunks in the translation's target language, or the rest);
-    a chunk in the group gives up `margin` spreads.
-
-    e5-small scores every chunk in the question's language above every chunk in the other one
-    (a language offset larger than a topic's), so on a bilingual corpus the best passage in the
-    other language sits below the question language's noise. Measured against its own language's
-    background, each chunk competes on how far it stands out there. With one group (a
-    one-language corpus) the order is the cosine's.
-    """
-    def scale(mask: np.ndarray) -> tuple[float, float]:
-        sims = background[mask] if mask.sum() >= LANGUAGE_BACKGROUND_MIN_ROWS else background
-        if len(sims) < 2 or float(np.std(sims)) == 0.0:
-            return 0.0, 1.0
-        return float(np.mean(sims)), float(np.std(sims))
-
-    scales = {True: scale(background_in_group), False: scale(~background_in_group)}
-    scored = {}
-    for chunk_id, cosine, in_group in hits:
-        mean, spread = scales[in_group]
-        scored.setdefault(chunk_id, (cosine - mean) / spread - (margin if in_group else 0.0))
-    return sorted(scored.items(), key=lambda item: (-item[1], item[0]))
