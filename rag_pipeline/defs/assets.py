@@ -455,7 +455,6 @@ def lancedb_index(
     return manifest
 
 
-STAGE_BATCH_DOCUMENTS = 1_000  # files whose parses become document rows at once
 STAGE_BATCH_CHUNKS = 5_000  # chunks whose rows are built and streamed into the table at once
 # A generation built from the served one (Lake.stage_changes) leaves deleted rows in the
 # full-text index's BM25 statistics (document count, term frequencies) until a full build; a
@@ -466,30 +465,21 @@ REBUILD_AFTER_REPLACED = 0.10
 def _stage_generation(context, lake: Lake, settings, identity, served, signature, raw_documents, parsed_documents, quarantine, chunks, embeddings):
     """Build the documents, chunks and quarantine rows and stage them as a new generation.
 
-    Rows are built in batches (STAGE_BATCH_DOCUMENTS files, STAGE_BATCH_CHUNKS chunks) from the
-    memory-mapped stage tables, and the chunk rows streamed into the staged table: the Python
-    objects alive at once (files, parses, chunks, vectors) are one batch's, not the corpus's.
+    The documents table is built column-wise from the memory-mapped stage tables
+    (rows.documents_from_stage: no Python object per document); chunk rows are built in batches
+    of STAGE_BATCH_CHUNKS and streamed into the staged table: the Python objects alive at once
+    (chunks, their files, vectors) are one batch's, not the corpus's.
     Only the chunk rows of documents whose `rows_digest` differs from the served generation's
     are built and written when the served generation can be built upon (`_replaceable`);
     otherwise every row, in the chunks' scan order, whatever the shard count.
     """
     now = utc_now()
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
-    counted = pc.value_counts(chunks.table.column("doc_id"))
-    counts = dict(zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist())) if len(counted) else {}
-    digests = rows.chunk_digests(chunks.table)
+    headers = staging.parse_header_columns(parsed_documents.table)
+    documents = rows.documents_from_stage(staging.raw_file_columns(raw_documents), headers, rows.chunk_digests(chunks.table), previous_docs, now)
 
-    def of(table: pa.Table | None, doc_ids: pa.Array) -> pa.Table | None:
-        return None if table is None else table.filter(pc.is_in(table.column("doc_id"), value_set=doc_ids))
-
-    document_batches = []
-    for start in range(0, raw_documents.num_rows, STAGE_BATCH_DOCUMENTS):
-        raws = staging.raw_files_from_table(raw_documents.slice(start, STAGE_BATCH_DOCUMENTS))
-        ids = pa.array([r.doc_id for r in raws], pa.string())
-        parsed = staging.parse_headers_from_table(of(parsed_documents.table, ids))
-        versions = rows.document_versions(raws, of(previous_docs, ids))
-        document_batches.append(rows.documents_table(raws, parsed, counts, versions, now, digests))
-    documents = pa.concat_tables(document_batches or [s.documents_schema().empty_table()])
+    def of(table: pa.Table, doc_ids: pa.Array) -> pa.Table:
+        return table.filter(pc.is_in(table.column("doc_id"), value_set=doc_ids))
     # each chunk row's vector: its fingerprint's row in the embeddings stage
     found = pc.index_in(chunks.table.column("fingerprint"), value_set=embeddings.table.column("fingerprint").combine_chunks())
     if found.null_count:

@@ -6,9 +6,12 @@ from collections.abc import Iterable, Mapping
 
 import hashlib
 import json
+import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rag_pipeline.chunking import HEADING_SEPARATOR, Chunk
 from rag_pipeline.ingest.textutil import display_name
@@ -34,17 +37,15 @@ def _acl(raw: RawFile) -> dict:
     }
 
 
-def document_versions(raws: Iterable[RawFile], previous: pa.Table | None) -> dict[str, int]:
-    """Version per document: carried over while the file hash is unchanged, bumped when it changes."""
-    before: dict[str, tuple[str, int]] = {}
-    if previous is not None and previous.num_rows:
-        for row in previous.select(["doc_id", "sha256", "version"]).to_pylist():
-            before[row["doc_id"]] = (row["sha256"], row["version"])
-    versions = {}
-    for raw in raws:
-        sha, version = before.get(raw.doc_id, (None, 0))
-        versions[raw.doc_id] = version if sha == raw.sha256 else version + 1
-    return versions
+def document_versions(files: pa.Table, previous: pa.Table | None) -> pa.Array:
+    """Version per file of `files` (doc_id, sha256): the served document's while its file hash is
+    unchanged, bumped when it changes, 1 for a new document."""
+    if previous is None or previous.num_rows == 0:
+        return pa.array(np.ones(files.num_rows, np.int32))
+    at = pc.index_in(files.column("doc_id"), value_set=previous.column("doc_id").combine_chunks())
+    before = pc.fill_null(previous.column("version").take(at), 0)
+    same = pc.fill_null(pc.equal(previous.column("sha256").take(at), files.column("sha256")), False)
+    return pc.if_else(same, before, pc.add(before, 1)).combine_chunks().cast(pa.int32())
 
 
 def documents_table(
@@ -55,7 +56,8 @@ def documents_table(
     indexed_at: str,
     chunk_digests: Mapping[str, str] | None = None,
 ) -> pa.Table:
-    """One row per parsed file; `chunk_digests` (chunk_digests()) feed each row's `rows_digest`."""
+    """One row per parsed file, from records (eval.build); `chunk_digests` (doc_id -> chunk digest)
+    feed each row's `rows_digest`. A publish builds the same rows with documents_from_stage."""
     rows = []
     for raw in raws:
         doc = parsed.get(raw.doc_id)
@@ -82,6 +84,49 @@ def documents_table(
     return pa.Table.from_pylist(rows, schema=s.documents_schema())
 
 
+def documents_from_stage(files: pa.Table, headers: pa.Table, chunks: pa.Table, previous: pa.Table | None, indexed_at: str) -> pa.Table:
+    """documents_table built column-wise from the stage tables, value for value (`rows_digest`
+    included, so generations built by either compare equal): every publish builds every
+    document's row, and a Python object per document made a 1 % change's publish O(corpus).
+
+    files: staging.raw_file_columns (scan order); headers: staging.parse_header_columns;
+    chunks: chunk_digests(); previous: the served documents (versions)."""
+    at = pc.index_in(files.column("doc_id"), value_set=headers.column("doc_id").combine_chunks())
+    parsed = pc.is_valid(at)
+    files = files.filter(parsed).combine_chunks()
+    header = headers.take(at.filter(parsed)).combine_chunks()
+    per_doc = pc.index_in(files.column("doc_id"), value_set=chunks.column("doc_id").combine_chunks())
+    columns = {
+        **{name: files.column(name) for name in ("doc_id", "source", "sha256", "size", *_ACL_KEYS)},
+        **{name: header.column(name) for name in ("format", "parser", "page_count", "ocr_used", "ocr_confidence")},
+        "title": _titles(files, header),
+        "language": _either(files.column("language"), header.column("language")),
+        "version": document_versions(files, previous),
+        "n_chunks": pc.fill_null(chunks.column("n_chunks").take(per_doc), 0),
+        "indexed_at": pa.array([indexed_at] * files.num_rows, pa.string()),
+    }
+    digests = pc.fill_null(chunks.column("chunk_digest").take(per_doc), "")
+    columns["rows_digest"] = _rows_digests(columns, digests)
+    schema = s.documents_schema()
+    return pa.table(columns).select(schema.names).cast(schema)
+
+
+def _either(first, second):
+    """Python's `first or second` for optional strings, element-wise (None and "" are false)."""
+    return pc.if_else(pc.fill_null(pc.not_equal(first, ""), False), first, second)
+
+
+def _titles(files: pa.Table, header: pa.Table) -> pa.Array:
+    """documents_table's title: the sidecar's, else the parse's, else the file name's stem
+    (built in Python only for the files that fall back to it)."""
+    title = _either(files.column("title"), header.column("title")).combine_chunks()
+    untitled = pc.invert(pc.fill_null(pc.not_equal(title, ""), False))
+    if not pc.any(untitled).as_py():
+        return title
+    stems = [display_name(Path(os.fsdecode(path)).stem) for path in files.column("path").filter(untitled).to_pylist()]
+    return pc.replace_with_mask(title, untitled, pa.array(stems, pa.string()))
+
+
 # What of a document row is copied into each of its chunk rows (chunks_table): with the digest
 # of its staged chunks, it decides whether the document's chunk rows would be written differently.
 _DENORMALIZED = ("source", "title", "language", *_ACL_KEYS)
@@ -89,8 +134,21 @@ _DENORMALIZED = ("source", "title", "language", *_ACL_KEYS)
 
 def rows_digest(document_row: Mapping, chunk_digest: str) -> str:
     """Digest of every input of a document's chunk rows (ROWS_VERSION included)."""
-    fields = [ROWS_VERSION, chunk_digest, *(document_row[k] for k in _DENORMALIZED)]
-    return hashlib.blake2b(json.dumps(fields, ensure_ascii=False).encode(), digest_size=16).hexdigest()
+    return _digest([ROWS_VERSION, chunk_digest, *(document_row[k] for k in _DENORMALIZED)])
+
+
+def _rows_digests(columns: Mapping[str, pa.Array], chunk_digests: pa.Array) -> pa.Array:
+    """rows_digest of every row of a documents table's columns: the JSON and the hash stay
+    per row (a digest must not change with the code that computes it), nothing else does."""
+    values = [columns[k].to_pylist() for k in _DENORMALIZED]
+    return pa.array([_digest([ROWS_VERSION, digest, *fields]) for digest, *fields in zip(chunk_digests.to_pylist(), *values)], pa.string())
+
+
+_to_json = json.JSONEncoder(ensure_ascii=False).encode  # what json.dumps(..., ensure_ascii=False) calls
+
+
+def _digest(fields: list) -> str:
+    return hashlib.blake2b(_to_json(fields).encode(), digest_size=16).hexdigest()
 
 
 ROW_DIGEST_BATCH = 16_384  # chunk rows per polars frame: text is copied into it
@@ -104,11 +162,16 @@ def row_digest_scheme() -> str:
     return f"1-polars-{pl.__version__}"
 
 
-def chunk_digests(chunks: pa.Table) -> dict[str, str]:
-    """doc_id -> digest of its staged chunk rows (every column, in ordinal order).
+CHUNK_DIGESTS_SCHEMA = pa.schema([pa.field("doc_id", pa.string()), pa.field("n_chunks", pa.int64()), pa.field("chunk_digest", pa.string())])
+
+
+def chunk_digests(chunks: pa.Table) -> pa.Table:
+    """Per document with staged chunks: how many, and the digest of its chunk rows (every column,
+    in ordinal order).
 
     Rows are hashed by polars a batch at a time (memory: one batch of text, not the corpus's);
-    per document the row hashes are digested in ordinal order.
+    per document the row hashes are digested in ordinal order, each document's a slice of one
+    sorted uint64 array (no Python int per chunk).
     """
     import polars as pl
 
@@ -117,33 +180,32 @@ def chunk_digests(chunks: pa.Table) -> dict[str, str]:
         frame = pl.from_arrow(chunks.slice(start, ROW_DIGEST_BATCH).replace_schema_metadata(None))
         parts.append(frame.select("doc_id", "ordinal").with_columns(frame.hash_rows(seed=0).alias("hash")))
     if not parts:
-        return {}
-    grouped = pl.concat(parts).sort("doc_id", "ordinal").group_by("doc_id", maintain_order=True).agg("hash")
-    return {
-        doc_id: hashlib.blake2b(np.asarray(hashes, dtype=np.uint64).tobytes(), digest_size=16).hexdigest()
-        for doc_id, hashes in zip(grouped["doc_id"].to_list(), grouped["hash"].to_list())
-    }
+        return CHUNK_DIGESTS_SCHEMA.empty_table()
+    ordered = pl.concat(parts).sort("doc_id", "ordinal")
+    runs = ordered.group_by("doc_id", maintain_order=True).len()  # sorted: each document's rows are one run
+    hashes, lengths = ordered["hash"].to_numpy(), runs["len"].to_numpy().astype(np.int64)
+    ends = np.cumsum(lengths)
+    digests = [
+        hashlib.blake2b(hashes[start:end].tobytes(), digest_size=16).hexdigest()
+        for start, end in zip((ends - lengths).tolist(), ends.tolist())
+    ]
+    return pa.table({"doc_id": runs["doc_id"].to_arrow().cast(pa.string()), "n_chunks": runs["len"].to_arrow().cast(pa.int64()),
+                     "chunk_digest": pa.array(digests, pa.string())}, schema=CHUNK_DIGESTS_SCHEMA)
 
 
 def replaced_documents(previous: pa.Table | None, current: pa.Table) -> tuple[set[str], int] | None:
     """(documents whose chunk rows must be replaced: new, digest changed or gone; how many chunk rows
     that deletes and writes), or None when the previous generation carries no digests to compare
     with (build it whole)."""
-    if previous is None or "rows_digest" not in previous.column_names:
+    if previous is None or "rows_digest" not in previous.column_names or previous.column("rows_digest").null_count:
         return None
-    before = _by_doc(previous)
-    if any(digest is None for digest, _ in before.values()):
-        return None
-    after = _by_doc(current)
-    changed = {d for d, (digest, _) in after.items() if before.get(d, (None, 0))[0] != digest}
-    gone = set(before) - set(after)
-    rows = sum(before.get(d, (None, 0))[1] + after[d][1] for d in changed) + sum(before[d][1] for d in gone)
-    return changed | gone, rows
-
-
-def _by_doc(documents: pa.Table) -> dict[str, tuple[str | None, int]]:
-    columns = (documents.column(c).to_pylist() for c in ("doc_id", "rows_digest", "n_chunks"))
-    return {d: (digest, n) for d, digest, n in zip(*columns)}
+    before_ids, after_ids = previous.column("doc_id").combine_chunks(), current.column("doc_id").combine_chunks()
+    at = pc.index_in(after_ids, value_set=before_ids)
+    changed = pc.invert(pc.fill_null(pc.equal(current.column("rows_digest"), previous.column("rows_digest").take(at)), False))
+    gone = pc.invert(pc.is_in(before_ids, value_set=after_ids))
+    written = pc.add(pc.fill_null(previous.column("n_chunks").take(at), 0), current.column("n_chunks")).filter(changed)
+    rows = (pc.sum(written).as_py() or 0) + (pc.sum(previous.column("n_chunks").filter(gone)).as_py() or 0)
+    return set(after_ids.filter(changed).to_pylist()) | set(before_ids.filter(gone).to_pylist()), rows
 
 
 def chunks_table(
@@ -205,19 +267,19 @@ _COMPARED = ("sha256", "title", "status", "security_level", "department", "acces
 
 
 def document_changes(previous: pa.Table | None, current: pa.Table) -> dict[str, int]:
-    """Documents added, updated (content or metadata), unchanged and deleted since the served index."""
-    def keyed(table):
-        if table is None or table.num_rows == 0:
-            return {}
-        return {r["doc_id"]: tuple(str(r[c]) for c in _COMPARED) for r in table.select(["doc_id", *_COMPARED]).to_pylist()}
+    """Documents added, updated (content or metadata), unchanged and deleted since the served
+    index: a join on doc_id by polars (it compares list columns; Arrow's `equal` does not)."""
+    import polars as pl
 
-    before, after = keyed(previous), keyed(current)
-    common = before.keys() & after.keys()
+    after = pl.from_arrow(current.select(["doc_id", *_COMPARED]))
+    before = pl.from_arrow(previous.select(["doc_id", *_COMPARED])) if previous is not None else after.clear()
+    common = after.join(before, on="doc_id", how="inner", suffix="_before")
+    unchanged = int(common.select(pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"{c}_before")) for c in _COMPARED])).to_series().sum())
     return {
-        "added": len(after.keys() - before.keys()),
-        "updated": sum(1 for d in common if before[d] != after[d]),
-        "unchanged": sum(1 for d in common if before[d] == after[d]),
-        "deleted": len(before.keys() - after.keys()),
+        "added": after.height - common.height,
+        "updated": common.height - unchanged,
+        "unchanged": unchanged,
+        "deleted": before.height - common.height,
     }
 
 

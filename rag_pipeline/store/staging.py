@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
 
 from rag_pipeline.chunking import Chunk
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
-from rag_pipeline.ingest.serialize import ParseHeader, header_from_json, outcome_from_json, outcome_to_json
+from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import schema as s
 
@@ -110,11 +111,86 @@ def parsed_to_table(parsed: dict[str, ParsedDocument], serialized: Mapping[str, 
     )
 
 
-def parse_headers_from_table(table: pa.Table) -> dict[str, ParseHeader]:
-    """doc_id -> its parse's header (serialize.header_from_json), blocks never built."""
-    ids, outcomes = table.column("doc_id").to_pylist(), table.column("outcome").to_pylist()
-    headers = {doc_id: header_from_json(text) for doc_id, text in zip(ids, outcomes)}
-    return {doc_id: header for doc_id, header in headers.items() if header is not None}
+# The fields of a parse's header (serialize.ParseHeader) and of a file's sidecar metadata
+# (scan.DocumentMetadata, less quarantine_release) that a documents row takes, as Arrow types.
+HEADER_FIELDS = pa.struct(
+    [
+        pa.field("format", pa.string()),
+        pa.field("parser", pa.string()),
+        pa.field("language", pa.string()),
+        pa.field("page_count", pa.int64()),
+        pa.field("ocr_used", pa.bool_()),
+        pa.field("ocr_confidence", pa.float64()),
+        pa.field("title", pa.string()),
+    ]
+)
+METADATA_SCHEMA = pa.schema(
+    [
+        pa.field("title", pa.string()),
+        pa.field("department", pa.string()),
+        pa.field("security_level", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("access_groups", pa.list_(pa.string())),
+        pa.field("owner", pa.string()),
+        pa.field("language", pa.string()),
+    ]
+)
+# Stage rows whose JSON is copied into one buffer for Arrow's reader: at most this many rows and,
+# past the first row, this many bytes (a large scan's parse outcome holds megabytes of blocks).
+JSON_SLICE_ROWS = 4_096
+JSON_SLICE_BYTES = 64 << 20
+
+
+def _json_slices(texts: pa.ChunkedArray) -> list[tuple[int, int]]:
+    """(start, length) slices of at most JSON_SLICE_ROWS rows and JSON_SLICE_BYTES bytes (one row
+    at least)."""
+    ends = np.cumsum(pc.fill_null(pc.binary_length(texts), 2).to_numpy(zero_copy_only=False) + 1)
+    slices, start = [], 0
+    while start < len(texts):
+        before = int(ends[start - 1]) if start else 0
+        stop = int(np.searchsorted(ends, before + JSON_SLICE_BYTES, side="right"))
+        stop = min(max(stop, start + 1), start + JSON_SLICE_ROWS, len(texts))
+        slices.append((start, stop - start))
+        start = stop
+    return slices
+
+
+def json_columns(texts: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+    """One JSON object per element decoded into `schema`'s fields (others skipped, nested ones
+    too) by Arrow's JSON reader: no Python object per row, the parse outcome's blocks never
+    built. A slice at a time (_json_slices), so the copy the reader parses is a slice's, not the
+    corpus's."""
+    parts = []
+    for start, length in _json_slices(texts):
+        part = pc.fill_null(texts.slice(start, length).combine_chunks(), "{}")
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(part)], pa.int32()), part), "\n")[0].as_buffer()
+        table = pj.read_json(
+            pa.BufferReader(joined),
+            # one block (any object's size) read as a whole, so a newline inside an object is no boundary
+            read_options=pj.ReadOptions(block_size=joined.size + 1, use_threads=False),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=True),
+        )
+        if table.num_rows != len(part):
+            raise ValueError(f"{len(part)} JSON texts decoded into {table.num_rows} rows")
+        parts.append(table)
+    return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
+
+
+def raw_file_columns(table: pa.Table) -> pa.Table:
+    """The scan's rows with each file's sidecar metadata as columns (METADATA_SCHEMA) instead
+    of its JSON: what raw_files_from_table gives a documents row, without a RawFile per file."""
+    metadata = json_columns(table.column("metadata"), METADATA_SCHEMA)
+    kept = table.drop_columns(["metadata", "metadata_error"])
+    return pa.Table.from_arrays([*kept.columns, *metadata.columns], names=[*kept.column_names, *metadata.column_names])
+
+
+def parse_header_columns(table: pa.Table) -> pa.Table:
+    """doc_id and its parse's header (serialize.ParseHeader's fields) as columns, one row per
+    parsed document (an unreadable outcome has none): serialize.header_from_json, column-wise."""
+    parsed = json_columns(table.column("outcome"), pa.schema([pa.field("parsed", HEADER_FIELDS)])).column("parsed")
+    kept = pc.is_valid(parsed)
+    headers = parsed.filter(kept).combine_chunks()
+    return pa.table({"doc_id": table.column("doc_id").filter(kept), **{name: headers.field(name) for name in HEADER_FIELDS.names}})
 
 
 def parsed_from_table(table: pa.Table) -> dict[str, ParsedDocument]:

@@ -30,8 +30,8 @@ def test_records_round_trip_through_arrow_files(tmp_path):
     assert staging.raw_files_from_table(_through_disk(staging.raw_files_to_table(raw), tmp_path)) == raw
     parsed = {"a1": ParsedDocument([TextBlock("hi", "heading", ("H",), 2, None, 91.5)], "md", "markdown", "en", 3, True, 91.5, "T", ["w"])}
     assert staging.parsed_from_table(_through_disk(staging.parsed_to_table(parsed), tmp_path)) == parsed
-    header = staging.parse_headers_from_table(staging.parsed_to_table(parsed))["a1"]  # what a documents row reads
-    assert {f: getattr(header, f) for f in header.__dataclass_fields__} == {f: getattr(parsed["a1"], f) for f in header.__dataclass_fields__}
+    [header] = staging.parse_header_columns(staging.parsed_to_table(parsed)).to_pylist()  # what a documents row reads
+    assert header == {"doc_id": "a1", **{f: getattr(parsed["a1"], f) for f in staging.HEADER_FIELDS.names}}
     records = [QuarantineRecord("b2", "b.txt", "0" * 64, 3, "no_text", "empty", None)]
     assert staging.quarantine_from_table(_through_disk(staging.quarantine_to_table(records), tmp_path)) == records
     chunks = [Chunk("c1", "a1", 0, "text", "H\ntext", ("H", "I"), None, "fp1")]
