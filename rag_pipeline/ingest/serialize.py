@@ -53,13 +53,6 @@ class ParseHeader:
     title: str | None
 
 
-def header_from_json(text: str) -> ParseHeader | None:
-    """The header of a parse outcome, None for an unreadable one. Building every block of a
-    corpus's parses only to read these fields was most of the decode (bench/README.md)."""
-    parsed = json.loads(text).get("parsed")
-    return None if parsed is None else _header(parsed)
-
-
 def plain_header_from_json(text: str) -> ParseHeader | None:
     """The header of a parsed document read without OCR that holds some text, None for any other
     outcome: what triage keeps exactly as it is (ingest.triage.kept_as_cached) can be judged from

@@ -186,7 +186,7 @@ def raw_file_columns(table: pa.Table) -> pa.Table:
 
 def parse_header_columns(table: pa.Table) -> pa.Table:
     """doc_id and its parse's header (serialize.ParseHeader's fields) as columns, one row per
-    parsed document (an unreadable outcome has none): serialize.header_from_json, column-wise."""
+    parsed document (an unreadable outcome has none), its blocks never decoded."""
     parsed = json_columns(table.column("outcome"), pa.schema([pa.field("parsed", HEADER_FIELDS)])).column("parsed")
     kept = pc.is_valid(parsed)
     headers = parsed.filter(kept).combine_chunks()

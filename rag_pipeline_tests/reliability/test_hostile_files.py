@@ -26,7 +26,7 @@ from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
 from rag_pipeline.ingest.pool import ParsePool, is_transient, parse_many
 from rag_pipeline.ingest.scan import SIDECAR_SUFFIX, listed_sources, scan_raw_folder
-from rag_pipeline.ingest.serialize import header_from_json, outcome_to_json
+from rag_pipeline.ingest.serialize import ParseHeader, outcome_to_json
 from rag_pipeline.ingest.triage import QuarantineRecord, kept_as_cached, parse_outcome, triage
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -282,7 +282,7 @@ def test_every_hostile_file_is_scanned_parsed_and_triaged_in_process(tmp_path):
         cached = outcome_to_json(outcome) if outcome is not None else None
         header = kept_as_cached(raw_file, cached)
         assert (header is not None) == (result is outcome and not outcome.ocr_used), raw_file.source
-        assert header is None or header == header_from_json(cached), raw_file.source
+        assert header is None or header == ParseHeader(**{f: getattr(outcome, f) for f in ParseHeader.__dataclass_fields__}), raw_file.source
         kept_from_header += header is not None
         if isinstance(result, ParsedDocument):
             assert SECRET not in result.text and SECRET not in (result.title or ""), raw_file.source
