@@ -12,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 
-from rag_pipeline.query.answer_type import asks_for_number, numbers, states_new_number
+from rag_pipeline.query.answer_type import asked_measures, asks_for_number, numbers, states_measure, states_new_number
 from rag_pipeline.query.retrieve import code_found, query_term_groups
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.text import search_tokens
@@ -106,13 +106,14 @@ class Answer:
 
 
 def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | None:
-    """Whether the sentences to be quoted state a number the question did not already hold; None
-    when the question asks for no number (answer_type). Recorded in the evidence, so a replay of
+    """Whether the sentences to be quoted state a number the question did not already hold — with
+    a unit of the measure when the question names one ("in US dollars", "多少分贝"); None when the
+    question asks for no number (answer_type). Recorded in the evidence, so a replay of
     refusal_reason (rag calibrate, rag eval) applies the rule as `ask` did."""
     if not asks_for_number(question):
         return None
-    asked = numbers(question)
-    return any(states_new_number(sentence, asked) for _, sentence in picked)
+    asked, measures = numbers(question), asked_measures(question)
+    return any(states_new_number(sentence, asked) and (not measures or states_measure(sentence, measures)) for _, sentence in picked)
 
 
 def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
@@ -122,6 +123,8 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
     if policy.refuse_unknown_identifiers and evidence.get("unknown_identifiers"):
         return f"no indexed document mentions {', '.join(evidence['unknown_identifiers'])}"
     if policy.refuse_missing_number and evidence.get("quote_states_number") is False:
+        if evidence.get("asked_measures"):
+            return f"the question asks for a figure in {' or '.join(evidence['asked_measures'])} and no passage you may read states one"
         return "the question asks for a number and no passage you may read states one"  # the quote cannot hold it
     if policy.score(evidence) >= policy.min_score:
         return None

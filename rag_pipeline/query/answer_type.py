@@ -5,8 +5,11 @@ The gate's evidence says whether a passage is about the question; it cannot see 
 about Norwich City's striker never states his salary. A question that asks for a number whose
 quote (the sentences `select_sentences` picked) states no number the question did not already
 hold is that case, by construction: the quote cannot hold the answer, so it is refused
-(`answer.quote_states_number`). Sentence choice is unchanged: preferring a number-stating sentence
-quoted "Figure 2" (bench/README.md). A rule of the language, not a fitted threshold.
+(`answer.quote_states_number`). A question that names the measure's unit ("in US dollars",
+"多少分贝", "how many kilograms") is answered only by a number stated with a unit of that measure:
+a list price in CNY does not answer "in US dollars". Sentence choice is unchanged: preferring a
+number-stating sentence quoted "Figure 2" (bench/README.md). Rules of the language, not fitted
+thresholds.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ _ASKS_EN = re.compile(
     r"\bhow (?:many|much|long|old|far|big|large|tall|high|heavy|wide|deep)\b"
     r"|\b(?:what|which|in which|in what) (?:year|percentage|percent|time)\b"
     r"|\bwhat (?:is|was|are|were) (?:\S+ ){0,4}?(?:number|amount|price|cost|fee|salary|revenue|income|profit|budget|rate"
-    r"|percentage|population|temperature|weight|length|duration)\b",
+    r"|percentage|population|temperature|weight|length|duration|voltage|wattage|noise level)\b"
+    r"|\bwhat (?:\S+ )?(?:voltage|wattage|temperature|weight)\b",
     re.IGNORECASE,
 )
 # 几/幾 as a number word (几名, 幾年), not 几乎 ("almost"), 几何 ("geometry") or 几内亚 (Guinea);
-# 多重 is "multiple", not "how heavy"; Traditional forms too (幾, 號碼, 多長, 多遠)
-_ASKS_ZH = re.compile(r"多少|[几幾](?![乎何]|[内內]亞|内亚)|哪一?年|多[大长長久远遠高宽寬深]|百分之[几幾]|[号號][码碼]")
+# 多重 is "multiple" (多重认证), "how heavy" only as 有多重 or at the question's end; Traditional forms too (幾, 號碼, 多長, 多遠)
+_ASKS_ZH = re.compile(r"多少|[几幾](?![乎何]|[内內]亞|内亚)|哪一?年|多[大长長久远遠高宽寬深]|百分之[几幾]|[号號][码碼]|有多重|多重[吗嗎？?]?$")
 
 _DIGITS = re.compile(r"\d+(?:[.,:]\d+)*")
 _EN_NUMBER_WORDS = frozenset(
@@ -37,6 +41,54 @@ _ZH_NUMERAL = "〇零一二两兩三四五六七八九十百千万萬亿億"
 _ZH_NUMBER = re.compile(
     f"[{_ZH_NUMERAL}半]+(?=[个個名位人年月日天周週小时時分钟鐘秒次元块塊米里斤克吨噸岁歲倍成家种種类類项項条條部本张張台臺件层層度%％])|[{_ZH_NUMERAL}]{{2,}}"
 )
+
+
+# A measure: what names it in a question, and the units a sentence states it in. Units of one
+# letter count only after a digit ("5 m", "12V"); the rest as words. Loose on purpose: the rule
+# refuses only a quote with no unit of the measure at all.
+_MEASURES = {
+    "units of weight": (
+        r"\b(?:kg|kilo(?:gram)?s|kilograms?|pounds|lbs?|tons|tonnes|grams)\b|\bhow heavy\b|\bweigh|重量|公斤|千克|重多少|有多重|多少斤|多少[吨噸]",
+        r"\b(?:kgs?|kilo(?:gram)?s?|grams?|lbs?|pounds?|tons?|tonnes?)\b|\d\s*[gt]\b|公斤|千克|克|斤|[吨噸]",
+    ),
+    "US dollars": (r"\b(?:us dollars?|usd|dollars)\b|us\$|美元|美金", r"\busd\b|\$|\bdollars?\b|美元|美金"),
+    "euros": (r"\b(?:euros?|eur)\b|€|[欧歐]元", r"\beur\b|€|\beuros?\b|[欧歐]元"),
+    "yuan": (r"\b(?:rmb|cny|yuan|renminbi)\b|人民[币幣]|(?:多少|[几幾])元", r"\b(?:cny|rmb|yuan)\b|[¥￥元]|人民[币幣]"),
+    "volts": (r"\bvolt(?:s|age)?\b|[电電][压壓]|多少伏", r"\bk?v(?:ac|dc)?\b|\d\s*k?v|\bvolts?\b|伏"),
+    "watts": (r"\bwatt(?:s|age)?\b|\b(?:power (?:consumption|rating|draw)|rated power)\b|功率|多少瓦", r"\bk?w\b|\d\s*k?w|\bwatts?\b|瓦"),
+    "decibels": (r"\b(?:decibels?|db|how loud|noise level)\b|分[贝貝]|噪音|噪[声聲]", r"\bdb\b|\d\s*db|\bdecibels?\b|分[贝貝]"),
+    "degrees": (r"\btemperature\b|温度|溫度|多少度", r"°|℃|℉|\bdegrees?\b|度"),
+    "units of time": (
+        r"\bhow many (?:hours|minutes|days|weeks|months|years|seconds|working days|business days)\b"
+        r"|(?:多少|[几幾])[个個]?(?:小[时時]|分[钟鐘]|天|日|周|週|星期|月|年|秒|工作日)",
+        r"\b(?:hrs?|hours?|mins?|minutes?|days?|weeks?|months?|years?|yrs?|secs?|seconds?)\b|\d\s*[hs]\b|小[时時]|分[钟鐘]|天|日|周|週|星期|月|年|秒",
+    ),
+    "units of length": (
+        r"\b(?:how (?:far|tall|wide|deep)|met(?:er|re)s|kilomet(?:er|re)s|km|miles|centimet(?:er|re)s|cm|millimet(?:er|re)s|mm|inches|feet)\b"
+        r"|多[远遠高宽寬深]|多少(?:米|公里|厘米|毫米)",
+        r"\b(?:mm|cm|km|inch(?:es)?|ft|feet|foot|miles?|met(?:er|re)s?|kilomet(?:er|re)s?)\b|\d\s*m\b|米|公里|厘米|毫米|千米|英[里尺寸]",
+    ),
+}
+_MEASURE_PATTERNS = {name: (re.compile(asked), re.compile(stated)) for name, (asked, stated) in _MEASURES.items()}
+
+
+def _folded(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def asked_measures(question: str) -> tuple[str, ...]:
+    """The measures whose unit a quantity question names ("in US dollars" → US dollars); () when it
+    names none or asks for no number."""
+    if not asks_for_number(question):
+        return ()
+    folded = _folded(question)
+    return tuple(name for name, (asked, _) in _MEASURE_PATTERNS.items() if asked.search(folded))
+
+
+def states_measure(sentence: str, measures: tuple[str, ...]) -> bool:
+    """Whether the sentence names a unit of one of the measures (its number is checked apart)."""
+    folded = _folded(sentence)
+    return any(_MEASURE_PATTERNS[name][1].search(folded) for name in measures)
 
 
 def asks_for_number(question: str) -> bool:

@@ -26,6 +26,7 @@ from rag_pipeline.query.answer import (
     refusal_reason,
     select_sentences,
 )
+from rag_pipeline.query.answer_type import asked_measures
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
@@ -410,6 +411,9 @@ class RagIndex:
         stated = quote_states_number(query, picked)
         if stated is not None:
             evidence["quote_states_number"] = stated
+            measures = asked_measures(query)
+            if measures:
+                evidence["asked_measures"] = list(measures)
             reason = refusal_reason(evidence, self.policy)
             if reason:
                 return Answer(question, "", True, reason, [], evidence)

@@ -8,7 +8,7 @@ import pytest
 
 from rag_pipeline.eval.golden import load_golden
 from rag_pipeline.query.answer import RefusalPolicy, quote_states_number, refusal_reason
-from rag_pipeline.query.answer_type import asks_for_number, numbers, states_new_number
+from rag_pipeline.query.answer_type import asked_measures, asks_for_number, numbers, states_new_number
 
 NUMBER_REASON = "the question asks for a number and no passage you may read states one"
 
@@ -25,6 +25,8 @@ NUMBER_REASON = "the question asks for a number and no passage you may read stat
         "新员工的试用期是多长时间？",
         "爱因斯坦是哪一年获得诺贝尔物理学奖的？",
         "國際空間站上有幾名宇航員？",  # Traditional script
+        "X-2000 機械臂本體有多重？",  # 有多重 = how heavy
+        "What input voltage does the CS-5 charging station need?",
     ],
 )
 def test_questions_asking_for_a_quantity(question):
@@ -44,6 +46,42 @@ def test_questions_asking_for_a_quantity(question):
 )
 def test_questions_not_asking_for_a_quantity(question):
     assert not asks_for_number(question)
+
+
+@pytest.mark.parametrize(
+    "question, quote, states",
+    [
+        ("What is the list price of the X-2000 in US dollars?", "Model: X-2000; List Price (CNY): 168000; Warranty (months): 24", False),
+        ("What is the list price of the X-2000 in US dollars?", "The list price is US$23,000 before tax.", True),
+        ("X-2000 的噪音是多少分貝？", "Model: X-2000; Weight (kg): 64; Power: 200-240 V AC, 450 W", False),
+        ("What is the noise level of the X-2000 arm in dB?", "Noise: < 65 dB(A) at 1 m", True),
+        ("LinnSequencer 重多少公斤？", "The LinnSequencer 32 Track MIDI Sequence Recorder", False),
+        ("X-2000 機械臂本體有多重？", "Model: X-2000; Weight (kg): 64", True),
+        ("What input voltage does the CS-5 charging station need?", "Input: 100-240V AC, 50/60 Hz", True),
+        ("What input voltage does the CS-5 charging station need?", "Charging takes 4 hours from empty.", False),
+        ("每个月加班最多能加多少小时？", "每月加班不超过 36 小时。", True),
+        ("How many days of paid annual leave does a full-time employee get?", "Full-time employees receive 15 working days.", True),
+        ("How many days of paid annual leave does a full-time employee get?", "Leave is granted in 3 tiers.", False),
+        ("How far can the X-2000 arm reach?", "Reach: 900 mm", True),
+        ("How far can the X-2000 arm reach?", "Payload: 10 kg", False),
+    ],
+)
+def test_a_question_naming_a_measure_is_answered_only_by_a_number_in_its_units(question, quote, states):
+    """A list price in CNY does not answer "in US dollars"; a weight does not answer "how many decibels"."""
+    assert asked_measures(question)
+    assert quote_states_number(question, [(0, quote)]) is states
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What was Galaxy Gaming's net revenue for 2021?",  # a number, no unit named
+        "Does a 250 CNY taxi receipt need approval?",  # names a unit, asks no number
+        "国际空间站上目前同时有几名宇航员？",
+    ],
+)
+def test_questions_naming_no_measure_keep_the_plain_number_rule(question):
+    assert asked_measures(question) == ()
 
 
 def test_numbers_are_digits_number_words_and_chinese_numerals_with_a_unit():
@@ -89,3 +127,8 @@ def test_the_rule_never_refuses_a_golden_answer_that_held_the_fact(sample_index,
         assert not answer.refused, (q["id"], answer.reason)
     unanswerable = sample_index.ask("北风机器人有多少名员工？")  # the handbook names its offices, never a headcount
     assert unanswerable.refused and unanswerable.reason == NUMBER_REASON
+    in_dollars = sample_index.ask("What is the list price of the X-2000 in US dollars?")  # the price list states CNY only
+    assert in_dollars.refused and in_dollars.evidence["asked_measures"] == ["US dollars"], in_dollars.reason
+    assert in_dollars.reason == "the question asks for a figure in US dollars and no passage you may read states one"
+    in_yuan = sample_index.ask("What is the list price of the X-2000 in CNY?")
+    assert not in_yuan.refused and "168000" in in_yuan.answer, in_yuan.reason
