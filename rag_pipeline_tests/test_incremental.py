@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
 
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.embedding.encoder import ModelMismatchError, load_encoder
+from rag_pipeline.ingest import scan
+from rag_pipeline.ingest.scan import file_sha256
 from rag_pipeline.query import RagIndex
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -75,6 +78,27 @@ def test_paragraph_inserted_at_the_top_embeds_only_new_chunks(work):
     assert 1 <= report["embeddings"]["embedded"] <= 2  # the chunk holding the new paragraph, not the shifted rest
     doc = _documents(work / "lake")[HANDBOOK]
     assert doc["version"] == 2  # a content change bumps the document version
+
+
+def test_a_no_op_scan_reuses_every_hash_and_an_edit_keeping_size_and_mtime_is_still_indexed(work, monkeypatch):
+    """raw_documents hashes only files whose stat changed since this lake's last scan; an edit
+    that puts size and mtime back (`cp -p`, `rsync -t`) still changes ctime, so it is indexed."""
+    monkeypatch.setattr(scan, "RACY_WINDOW_NS", 0)  # the copy made just now would otherwise be re-hashed once more
+    first = run_index(work / "raw", work / "lake", golden_file="none")
+    files = first["raw_documents"]["files"]
+    assert first["raw_documents"]["hashed_now"] == files  # the base lake's hashes are of another folder
+    second = run_index(work / "raw", work / "lake", golden_file="none")
+    assert (second["raw_documents"]["hashed_now"], second["raw_documents"]["hashes_reused"]) == (0, files)
+    assert second["lancedb_index"]["new_generation"] is False
+    path = work / "raw" / HANDBOOK
+    before, text = path.stat(), path.read_text(encoding="utf-8")
+    assert "days" in text
+    path.write_text(text.replace("days", "DAYS", 1), encoding="utf-8")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    third = run_index(work / "raw", work / "lake", golden_file="none")
+    assert (third["raw_documents"]["hashed_now"], third["parsed_documents"]["parsed_now"]) == (1, 1)
+    doc = _documents(work / "lake")[HANDBOOK]
+    assert doc["version"] == 2 and doc["sha256"] == file_sha256(path)
 
 
 def test_renamed_file_embeds_nothing(work):

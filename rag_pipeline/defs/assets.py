@@ -56,8 +56,13 @@ def _md_table(header: list[str], records: list[list]) -> dg.MetadataValue:
 
 @dg.asset(group_name="ingest", kinds={"python", "file"}, owners=OWNERS)
 def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource) -> pa.Table:
-    """Every file in the raw folder with its sha256 and sidecar metadata (status, ACL, owner)."""
-    files = scan_raw_folder(rag.settings().raw_dir)
+    """Every file in the raw folder with its sha256 and sidecar metadata (status, ACL, owner).
+
+    A file whose stat is unchanged since the last scan of this lake keeps its hash (FileHashes)."""
+    lake = Lake(rag.settings().lake_dir)
+    hashes = staging.file_hashes_from_table(lake.read_scan_hashes())
+    files = scan_raw_folder(rag.settings().raw_dir, hashes)
+    lake.write_scan_hashes(staging.file_hashes_to_table(hashes))
     by_ext = Counter((f.path.suffix.lower() or "(none)") for f in files)
     context.add_output_metadata(
         {
@@ -66,6 +71,8 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             "bytes": sum(f.size for f in files),
             "by_extension": dict(sorted(by_ext.items())),
             "with_sidecar_errors": sum(1 for f in files if f.metadata_error),
+            "hashed_now": hashes.hashed,  # the others' stat was unchanged since the last scan
+            "hashes_reused": hashes.reused,
             "documents_per_shard": -(-len(files) // len(SHARD_KEYS)),
         }
     )

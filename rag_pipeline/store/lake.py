@@ -38,6 +38,7 @@ from rag_pipeline.store.terms import changed_frequencies, document_frequencies, 
 MANIFEST_NAME = "index_manifest.json"  # the served generation
 REFUSAL_POLICY_NAME = "refusal_policy.json"  # thresholds fitted by `rag calibrate`, per model
 GENERATIONS_DIR = "generations"  # one immutable manifest per staged generation
+SCAN_HASHES_NAME = "scan_hashes.arrow"  # the last scan's file stats and hashes (ingest.scan.FileHashes)
 PROMOTION_LOG = "promotions.jsonl"  # append-only: which generation was served when
 PUBLISHED_TABLES = (s.DOCUMENTS, s.CHUNKS, s.QUARANTINE)
 # The lifecycle/ACL columns every search pre-filters on (query.filters): indexed, the filter costs
@@ -643,6 +644,23 @@ class Lake:
         path = self.lake_dir / REFUSAL_POLICY_NAME
         self._write_json(path, record)
         return path
+
+    def read_scan_hashes(self) -> pa.Table | None:
+        """The last scan's file hashes, or None when there are none or they cannot be read (the
+        scan then hashes every file: the table only saves work, it never decides anything)."""
+        try:
+            with pa.memory_map(str(self.lake_dir / SCAN_HASHES_NAME)) as source:
+                return pa.ipc.open_file(source).read_all()
+        except (OSError, pa.ArrowInvalid):
+            return None
+
+    def write_scan_hashes(self, table: pa.Table) -> None:
+        """Write-then-rename (a one-shard run may write it beside another: last one wins, whole)."""
+        self.lake_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.lake_dir, prefix=".tmp-", suffix=".arrow")
+        with os.fdopen(fd, "wb") as fh, pa.ipc.new_file(fh, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(tmp, self.lake_dir / SCAN_HASHES_NAME)
 
     def read_generation_eval(self, generation: int) -> dict | None:
         """The golden-set report of one generation (written by the golden_eval asset)."""

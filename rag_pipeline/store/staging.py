@@ -21,7 +21,7 @@ import pyarrow.json as pj
 
 from rag_pipeline.chunking import Chunk
 from rag_pipeline.ingest.document import ParsedDocument
-from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
+from rag_pipeline.ingest.scan import DocumentMetadata, FileHashes, RawFile
 from rag_pipeline.ingest.serialize import outcome_from_json, outcome_to_json
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import schema as s
@@ -99,6 +99,37 @@ def raw_files_from_table(table: pa.Table) -> list[RawFile]:
             )
         )
     return files
+
+
+FILE_HASHES_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.binary()),  # os.fsencode of the absolute path: any file name round-trips
+        pa.field("size", pa.int64()),
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("ctime_ns", pa.int64()),
+        pa.field("inode", pa.uint64()),
+        pa.field("sha256", pa.string()),
+    ]
+)
+
+
+def file_hashes_to_table(hashes: FileHashes) -> pa.Table:
+    """What this scan saw, for the next one; the scan's start time rides in the schema metadata."""
+    paths = list(hashes.seen)
+    stats = [hashes.seen[p][0] for p in paths]
+    columns = [paths, *([st[i] for st in stats] for i in range(4)), [hashes.seen[p][1] for p in paths]]
+    table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, FILE_HASHES_SCHEMA)], schema=FILE_HASHES_SCHEMA)
+    return table.replace_schema_metadata({"scan_started_ns": str(hashes.started_ns)})
+
+
+def file_hashes_from_table(table: pa.Table | None) -> FileHashes:
+    """A previous scan's hashes (none when the table is missing or of another layout)."""
+    if table is None or not table.schema.remove_metadata().equals(FILE_HASHES_SCHEMA):
+        return FileHashes()
+    started = int((table.schema.metadata or {}).get(b"scan_started_ns", b"0"))
+    columns = [table.column(name).to_pylist() for name in FILE_HASHES_SCHEMA.names]
+    known = {path: ((size, mtime, ctime, inode), sha) for path, size, mtime, ctime, inode, sha in zip(*columns)}
+    return FileHashes(known, started)
 
 
 def parsed_to_table(parsed: dict[str, ParsedDocument], serialized: Mapping[str, str] | None = None) -> pa.Table:
