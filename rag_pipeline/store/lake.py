@@ -124,7 +124,7 @@ class Lake:
     def __init__(self, lake_dir: Path):
         self.lake_dir = Path(lake_dir)
         self._db = None
-        self._key_columns: dict[str, tuple[int, pa.ChunkedArray]] = {}  # name -> (version, cache_key)
+        self._key_columns: dict[str, tuple[int, pa.ChunkedArray, pa.ChunkedArray]] = {}  # name -> (version, cache_key, _rowid)
 
     @property
     def db(self):
@@ -222,7 +222,7 @@ class Lake:
         """Which keys a cache table holds: the key column only (to size a step's work up front)."""
         if name not in self._tables() or not keys:
             return set()
-        stored = self._key_column(name, self.db.open_table(name).to_lance())
+        stored, _ = self._key_column(name, self.db.open_table(name).to_lance())
         wanted = pa.array(list(set(keys)), pa.string())
         return set(pc.filter(wanted, pc.is_in(wanted, value_set=stored)).to_pylist())
 
@@ -233,29 +233,35 @@ class Lake:
     def _lookup(self, name: str, keys: list[str], columns: list[str]) -> pa.Table:
         """Rows of a content-addressed cache table whose cache_key is among keys.
 
-        One read of the key column, then a take of the matching rows: a `cache_key IN (...)`
-        filter per 1,000 keys scanned the whole table once per batch (quadratic in the corpus).
+        One read of the key column with its row ids, then a take of the matching rows by row id:
+        a `cache_key IN (...)` filter per 1,000 keys scanned the whole table once per batch
+        (quadratic in the corpus), and Lance's take by row *offset* maps offsets through each
+        fragment's deletion file — after housekeeping pruned 1 % of a cache it took 1.7–4.5 s per
+        2,500 rows at 100k documents against 0.03 s by row id (bench/README.md, "Cache look-ups
+        by row id"). Rows come back in table order, as before.
         """
         if name not in self._tables() or not keys:
             return pa.table({c: [] for c in columns})
         dataset = self.db.open_table(name).to_lance()
-        stored = self._key_column(name, dataset)
+        stored, row_ids = self._key_column(name, dataset)
         rows = pc.indices_nonzero(pc.is_in(stored, value_set=pa.array(list(set(keys)), pa.string())))
         found = pc.take(stored, rows)
         if pc.count_distinct(found).as_py() < len(found):  # see _insert_new: one row per key
             first = pa.table({"key": found, "row": rows}).group_by("key", use_threads=False).aggregate([("row", "min")])
             rows = first.column("row_min").sort()
-        return dataset.take(rows, columns=columns)
+        return dataset._take_rows(pc.take(row_ids, rows), columns=columns)
 
-    def _key_column(self, name: str, dataset) -> pa.ChunkedArray:
-        """The table's key column at the dataset's version, read once per version: a step looks up
-        each of its shards in turn, which at 100k documents read the embedding cache's 540k keys
-        40 times a step (bench/cache_lookup.py)."""
+    def _key_column(self, name: str, dataset) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+        """The table's key column and row ids at the dataset's version, read once per version: a
+        step looks up each of its shards in turn, which at 100k documents read the embedding
+        cache's 540k keys 40 times a step (bench/cache_lookup.py). Row ids name rows of that
+        version only."""
         held = self._key_columns.get(name)
         if held is None or held[0] != dataset.version:
-            held = (dataset.version, dataset.to_table(columns=["cache_key"]).column("cache_key"))
+            table = dataset.to_table(columns=["cache_key"], with_row_id=True)
+            held = (dataset.version, table.column("cache_key"), table.column("_rowid"))
             self._key_columns[name] = held
-        return held[1]
+        return held[1], held[2]
 
     def _insert_new(self, name: str, table: pa.Table) -> None:
         """Insert rows whose cache_key is new; an existing key is never rewritten (content-addressed).

@@ -120,3 +120,22 @@ def test_an_index_run_inserts_its_chunk_cache_rows_once_and_parses_with_one_pool
     assert sum(pools) == 1  # one pool started, used by every shard with files to parse
     keys = lancedb.connect(str(tmp_path / "lake")).open_table(s.CHUNK_CACHE).to_arrow().column("cache_key").to_pylist()
     assert len(set(keys)) == len(keys) == documents  # every document's chunks cached, once
+
+
+def test_a_look_up_on_a_pruned_cache_takes_exactly_the_live_rows_asked_in_table_order(tmp_path):
+    """Look-ups take rows by row id (Lake._lookup): after housekeeping deleted entries and a
+    compaction left deletion files, every key asked is found with its own value, deleted keys
+    never, in the order a scan of the table gives."""
+    lake = Lake(tmp_path)
+    for batch in range(4):  # four inserts: four fragments
+        lake.add_parses({f"k{batch}-{i:03d}": f"value of {batch}-{i}" for i in range(200)})
+    table = lancedb.connect(str(tmp_path)).open_table(s.PARSE_CACHE)
+    table.delete("cache_key LIKE 'k1-%' OR cache_key LIKE '%7'")
+    table.to_lance().optimize.compact_files(target_rows_per_fragment=500, materialize_deletions=False)
+    assert any(f.metadata.deletion_file is not None for f in table.to_lance().get_fragments())
+    asked = [f"k{b}-{i:03d}" for b in range(4) for i in range(0, 200, 3)] + ["missing"]
+    found = Lake(tmp_path)._lookup(s.PARSE_CACHE, asked, ["cache_key", "outcome"])
+    live = {k for k in asked if k != "missing" and not k.startswith("k1-") and not k.endswith("7")}
+    assert found.column("outcome").to_pylist() == [f"value of {k[1]}-{int(k[3:])}" for k in found.column("cache_key").to_pylist()]
+    scan_order = [k for k in table.to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist() if k in live]
+    assert found.column("cache_key").to_pylist() == scan_order
