@@ -65,21 +65,22 @@ FINGERPRINTS_SCHEMA = pa.schema([pa.field("chunk_id", pa.string(), nullable=Fals
 
 
 def raw_files_to_table(files: list[RawFile]) -> pa.Table:
-    return pa.Table.from_pylist(
-        [
-            {
-                "doc_id": f.doc_id,
-                "source": f.source,
-                "path": os.fsencode(f.path),
-                "size": f.size,
-                "sha256": f.sha256,
-                "metadata": json.dumps(asdict(f.metadata), ensure_ascii=False),
-                "metadata_error": f.metadata_error,
-            }
-            for f in files
-        ],
-        schema=RAW_FILES_SCHEMA,
-    )
+    """The scan as columns; each distinct sidecar metadata is serialized once (most files share
+    the defaults: a JSON dump per file was a third of a 100k-file scan)."""
+    metadata_json: dict[DocumentMetadata, str] = {}
+    for f in files:
+        if f.metadata not in metadata_json:
+            metadata_json[f.metadata] = json.dumps(asdict(f.metadata), ensure_ascii=False)
+    columns = {
+        "doc_id": [f.doc_id for f in files],
+        "source": [f.source for f in files],
+        "path": [os.fsencode(f.path) for f in files],
+        "size": [f.size for f in files],
+        "sha256": [f.sha256 for f in files],
+        "metadata": [metadata_json[f.metadata] for f in files],
+        "metadata_error": [f.metadata_error for f in files],
+    }
+    return pa.Table.from_arrays([pa.array(columns[f.name], f.type) for f in RAW_FILES_SCHEMA], schema=RAW_FILES_SCHEMA)
 
 
 def raw_files_from_table(table: pa.Table) -> list[RawFile]:
