@@ -18,7 +18,7 @@ from rag_pipeline.chunking import HEADING_SEPARATOR, TokenBudget, chunk_cache_ke
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rag_pipeline.defs.io import spill_shard
+from rag_pipeline.defs.io import release_stage_pages, spill_shard
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 from rag_pipeline.defs.shards import (
     SHARD_KEYS,
@@ -430,7 +430,7 @@ def lancedb_index(
     served = lake.read_manifest(missing_ok=True)
     # what is served is each file's `source` (relative), not where the raw folder is mounted
     inputs = [raw_documents.drop_columns(["path"]), parsed_documents, chunks, quarantine]
-    signature = rows.input_signature(inputs, identity.key, identity.dimension)
+    signature = rows.input_signature(inputs, identity.key, identity.dimension, after_slice=release_stage_pages)
     with Progress("write", chunks.num_rows, "chunks", log=context.log.info) as progress:
         if served and served.get("content_signature") == signature and lake.is_readable(served):
             context.log.info(f"nothing changed since generation {served['generation']}: no new generation staged")
@@ -484,6 +484,7 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
     headers = staging.parse_header_columns(parsed_documents.table)
     documents = rows.documents_from_stage(staging.raw_file_columns(raw_documents), headers, rows.chunk_digests(chunks.table), previous_docs, now)
+    release_stage_pages()  # every parse and chunk was read: let their pages go before the rows are built
 
     def of(table: pa.Table, doc_ids: pa.Array) -> pa.Table:
         return table.filter(pc.is_in(table.column("doc_id"), value_set=doc_ids))
@@ -507,6 +508,7 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
             doc_rows = {r["doc_id"]: r for r in of(documents, ids).select(["doc_id", "title", "language", "status"]).to_pylist()}
             vectors = staging.vectors_from_table(embeddings.take(np.unique(vector_of[picked])))
             yield rows.chunks_table(records, raws, doc_rows, vectors, identity.dimension)
+            release_stage_pages()
 
     changes = rows.document_changes(previous_docs, documents)
     common = dict(

@@ -20,13 +20,22 @@ over every shard and decides itself how to check and combine them. A step that w
 many shards writes each shard's table as soon as it is built (`spill_shard`) and keeps only the
 memory-mapped file, so its memory is one shard's, not the corpus's; the IO manager then finds
 the shard already in place and does not write it again.
+
+A stage file's pages a step has read stay in its resident set while the file is mapped: clean
+pages the kernel could drop, yet counted in RSS, in a container's memory use and in the OOM
+killer's score. The publish step reads every shard of every stage, so at 100k documents ~2 GB
+of its 3.8 GB peak RSS were such pages. `release_stage_pages` lets them go (`madvise
+MADV_DONTNEED` on each mapping still alive: the next read faults the page in again from the
+page cache); steps call it between the batches of a pass over stage tables.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import tempfile
+import weakref
 from pathlib import Path
 
 import dagster as dg
@@ -59,9 +68,25 @@ def write_arrow(path: Path, table: pa.Table) -> None:
     _atomic_write(path, write)
 
 
+_STAGE_MAPS: weakref.WeakSet = weakref.WeakSet()  # every stage file mapped by read_arrow and still referenced
+
+
 def read_arrow(path: Path) -> pa.Table:
-    with pa.memory_map(str(path), "r") as source:
-        return pa.ipc.open_file(source).read_all()
+    """The table, zero-copy over a read-only mapping of the file (unmapped once nothing refers to it)."""
+    with open(path, "rb") as file:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    _STAGE_MAPS.add(mapped)
+    return pa.ipc.open_file(pa.py_buffer(mapped)).read_all()
+
+
+def release_stage_pages() -> None:
+    """Drop the resident pages of every mapped stage file (see the module docstring); the data
+    stays readable. Only file mappings made by read_arrow: never memory a table owns."""
+    for mapped in list(_STAGE_MAPS):
+        try:
+            mapped.madvise(mmap.MADV_DONTNEED)
+        except (ValueError, OSError):  # closed since it was listed
+            pass
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -96,6 +121,7 @@ def spill_shard(lake_dir: Path, run_id: str, asset: str, shard: str, table: pa.T
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), SPILLED_KEY: str(path).encode()})
     with Lake(lake_dir).writing(f"stage shard {shard} of {asset}"):
         write_arrow(path, table)
+    release_stage_pages()  # the step is done with what it read for this shard
     return read_arrow(path)
 
 

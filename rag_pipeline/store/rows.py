@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import hashlib
 import json
@@ -290,7 +290,7 @@ ROWS_VERSION = 1
 SIGNATURE_SLICE_ROWS = 4_096
 
 
-def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int) -> str:
+def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int, after_slice: Callable[[], None] | None = None) -> str:
     """sha256 of everything a generation is built from: the staged raw files (content hash,
     sidecar metadata), parses, chunks and quarantine, the model, the published schemas. Equal
     signatures mean a new generation would serve exactly what the served one serves — decided
@@ -299,6 +299,7 @@ def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int) 
     Hashed in fixed slices of combined columns, so equal values hash equal whatever their
     Arrow chunking, with memory bounded by a slice (SIGNATURE_SLICE_ROWS: combining and
     serializing copies the slice, so 65,536 parse rows held ~350 MB at once at 100k documents).
+    `after_slice` runs after each slice (the publish step lets go of the stage pages read).
     """
     digest = hashlib.sha256(f"v{ROWS_VERSION}\0{model_key}\0{dimension}".encode())
     for schema in (s.documents_schema(), s.chunks_schema(dimension), s.quarantine_schema()):
@@ -308,4 +309,6 @@ def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int) 
         for start in range(0, table.num_rows, SIGNATURE_SLICE_ROWS):
             for batch in table.slice(start, SIGNATURE_SLICE_ROWS).combine_chunks().to_batches():
                 digest.update(batch.serialize())
+            if after_slice is not None:
+                after_slice()
     return digest.hexdigest()

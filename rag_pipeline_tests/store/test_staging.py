@@ -79,3 +79,35 @@ def test_a_cached_parse_is_staged_as_stored_because_its_json_round_trips_exactly
         assert outcome_to_json(outcome_from_json(text)) == text, rel
     decoded = {rel: outcome_from_json(text) for rel, text in stored.items()}
     assert staging.parsed_to_table(decoded, stored).equals(staging.parsed_to_table(decoded))
+
+
+def _resident_file_kb() -> int | None:
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("RssFile:")), None)
+
+
+def test_a_stage_file_read_whole_lets_its_pages_go_and_stays_readable(tmp_path):
+    """The publish step reads every stage shard; what it has read must not stay in its RSS."""
+    import pytest
+    import pyarrow as pa
+
+    from rag_pipeline.defs.io import release_stage_pages
+
+    if _resident_file_kb() is None:
+        pytest.skip("needs /proc/self/status (Linux)")
+    rng = np.random.default_rng(16)
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(rng.random(8_000_000, dtype=np.float32)), 80)
+    original = pa.table({"vector": vectors, "text": [f"chunk {i} " * 8 for i in range(100_000)]})
+    write_arrow(tmp_path / "stage.arrow", original)
+    table = read_arrow(tmp_path / "stage.arrow")
+    assert table.equals(original)  # reads every page of the mapping
+    touched = _resident_file_kb()
+    release_stage_pages()
+    released = _resident_file_kb()
+    assert touched - released > 25_000, (touched, released)  # the file is ~40 MB; its pages were resident
+    assert table.equals(original)  # faulted back in from the page cache
+    del table
+    release_stage_pages()  # a mapping gone since is skipped, not an error
