@@ -7,7 +7,9 @@ quote (the sentences `select_sentences` picked) states no number the question di
 hold is that case, by construction: the quote cannot hold the answer, so it is refused
 (`answer.quote_states_number`). A question that names the measure's unit ("in US dollars",
 "多少分贝", "how many kilograms") is answered only by a number stated with a unit of that measure:
-a list price in CNY does not answer "in US dollars". Sentence choice is unchanged: preferring a
+a list price in CNY does not answer "in US dollars". A table row ("姓名: 蔡徐坤; 数学: D") that holds
+the row the question names and the column it asks about answers it whatever the cell holds (a
+letter grade answers "数学成绩是多少"; `states_asked_cell`). Sentence choice is unchanged: preferring a
 number-stating sentence quoted "Figure 2" (bench/README.md). Rules of the language, not fitted
 thresholds.
 """
@@ -109,3 +111,31 @@ def states_new_number(sentence: str, question_numbers: set[str]) -> bool:
     """Whether the sentence states a number the question did not already hold ("revenue in 2023"
     is not answered by a sentence whose only number is 2023)."""
     return bool(numbers(sentence) - question_numbers)
+
+
+_FIELD = re.compile(r"^\s*([^:：;]{1,40}?)\s*[:：]\s*(.+?)\s*$")
+
+
+def _row_fields(sentence: str) -> list[tuple[str, str]]:
+    """A table row's (column, value) pairs as ingest writes rows ("name: value; name: value");
+    [] unless every part of the line is one."""
+    fields = [_FIELD.match(part) for part in sentence.split("; ")]
+    return [(m.group(1), m.group(2)) for m in fields if m] if len(fields) >= 2 and all(fields) else []
+
+
+def states_asked_cell(sentence: str, question: str) -> bool:
+    """Whether the sentence is a table row that names a value of the question (the row it asks
+    about) and holds a column the question names whose cell the question does not already hold:
+    that cell is the answer, number or not."""
+    folded = _folded(question)
+    fields = [(_folded(column), _folded(value)) for column, value in _row_fields(sentence)]
+    names_row = any(len(value) >= 2 and _mentions(folded, value) for _, value in fields)
+    asked_cell = any(len(column) >= 2 and _mentions(folded, column) and not _mentions(folded, value) for column, value in fields)
+    return names_row and asked_cell
+
+
+def _mentions(text: str, term: str) -> bool:
+    """`term` in `text`: as a substring where it holds CJK, else as whole words ("en" is not in "when")."""
+    if any(unicodedata.east_asian_width(ch) == "W" for ch in term):
+        return term in text
+    return re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", text) is not None

@@ -8,7 +8,7 @@ import pytest
 
 from rag_pipeline.eval.golden import load_golden
 from rag_pipeline.query.answer import RefusalPolicy, quote_states_number, refusal_reason
-from rag_pipeline.query.answer_type import asked_measures, asks_for_number, numbers, states_new_number
+from rag_pipeline.query.answer_type import asked_measures, asks_for_number, numbers, states_asked_cell, states_new_number
 
 NUMBER_REASON = "the question asks for a number and no passage you may read states one"
 
@@ -132,3 +132,28 @@ def test_the_rule_never_refuses_a_golden_answer_that_held_the_fact(sample_index,
     assert in_dollars.reason == "the question asks for a figure in US dollars and no passage you may read states one"
     in_yuan = sample_index.ask("What is the list price of the X-2000 in CNY?")
     assert not in_yuan.refused and "168000" in in_yuan.answer, in_yuan.reason
+
+
+GRADES = "班级: 一班; 姓名: 蔡徐坤; 英语: A; 数学: D; 语文: A"  # a row of the corpus's grades workbook
+
+
+@pytest.mark.parametrize(
+    "question, row, answers",
+    [
+        ("蔡徐坤的数学成绩是多少？", GRADES, True),  # the row it names, the column it asks: the cell answers
+        ("王五的数学成绩是多少？", GRADES, False),  # another student's row
+        ("王五的数学成绩是多少？", "班级: 一班; 姓名: 王五; 英语: B; 语文: C", False),  # his row has no 数学 cell
+        ("蔡徐坤的体育成绩是多少？", GRADES, False),  # no such column
+        ("How many units did the Sheryl Baxter account order?", "First Name: Sheryl; Last Name: Baxter; Company: Rasmussen Group", False),
+        ("How many points did Alice get in Maths?", "Name: Alice; Maths: absent", True),
+        ("How many bytes is it when opened?", "file: a.pptx; bytes: n/a; lang: en", False),  # "en" counts only as a word, not in "when"
+        ("How many grades does 蔡徐坤 have?", "蔡徐坤 has grades in 英语, 数学 and 语文.", False),  # prose, not a row
+    ],
+)
+def test_a_table_row_answers_the_column_asked_about_in_the_row_the_question_names(question, row, answers):
+    assert states_asked_cell(row, question) is answers
+    assert quote_states_number(question, [(0, row)]) is (answers or states_new_number(row, numbers(question)))
+
+
+def test_a_question_naming_a_measure_still_needs_its_unit_in_a_table_row():
+    assert quote_states_number("How much does ticket 42 cost in US dollars?", [(0, "Ticket: 42; Cost: waived")]) is False
