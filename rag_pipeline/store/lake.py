@@ -90,12 +90,21 @@ DELETE_BATCH_IDS = 500  # documents per delete predicate when a generation repla
 CACHE_FRAGMENT_ROWS = 65_536
 
 
+TERM_PARTS_HELD = 16  # per-batch term counts summed into one once this many are held
+
+
 def _counted(tables: Iterable[pa.Table], counted: dict) -> Iterator[pa.RecordBatch]:
-    """The batches of `tables`, counting rows and term frequencies into `counted` on the way."""
+    """The batches of `tables`, counting rows and term frequencies into `counted` on the way.
+
+    The per-batch counts are summed every TERM_PARTS_HELD batches, so what is held grows with
+    the vocabulary, not with the number of batches (108 of them at 540k chunks).
+    """
     for table in tables:
         counted["rows"] += table.num_rows
         if table.num_rows:
             counted["terms"].append(document_frequencies(table.column(s.SEARCH_TEXT_COLUMN)))
+            if len(counted["terms"]) >= TERM_PARTS_HELD:
+                counted["terms"] = [sum_frequencies(counted["terms"])]
         yield from table.to_batches()
 
 
