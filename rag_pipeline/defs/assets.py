@@ -482,9 +482,10 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
     """
     now = utc_now()
     previous_docs = _served_table(context, lake, s.DOCUMENTS, served)
-    headers = staging.parse_header_columns(parsed_documents.table)
-    documents = rows.documents_from_stage(staging.raw_file_columns(raw_documents), headers, rows.chunk_digests(chunks.table), previous_docs, now)
-    release_stage_pages()  # every parse and chunk was read: let their pages go before the rows are built
+    # every parse and chunk is read here: their pages are let go slice by slice
+    headers = staging.parse_header_columns(parsed_documents.table, after_slice=release_stage_pages)
+    digests = rows.chunk_digests(chunks.table, after_slice=release_stage_pages)
+    documents = rows.documents_from_stage(staging.raw_file_columns(raw_documents), headers, digests, previous_docs, now)
 
     def of(table: pa.Table, doc_ids: pa.Array) -> pa.Table:
         return table.filter(pc.is_in(table.column("doc_id"), value_set=doc_ids))

@@ -165,13 +165,13 @@ def row_digest_scheme() -> str:
 CHUNK_DIGESTS_SCHEMA = pa.schema([pa.field("doc_id", pa.string()), pa.field("n_chunks", pa.int64()), pa.field("chunk_digest", pa.string())])
 
 
-def chunk_digests(chunks: pa.Table) -> pa.Table:
+def chunk_digests(chunks: pa.Table, after_slice: Callable[[], None] | None = None) -> pa.Table:
     """Per document with staged chunks: how many, and the digest of its chunk rows (every column,
     in ordinal order).
 
     Rows are hashed by polars a batch at a time (memory: one batch of text, not the corpus's);
     per document the row hashes are digested in ordinal order, each document's a slice of one
-    sorted uint64 array (no Python int per chunk).
+    sorted uint64 array (no Python int per chunk). `after_slice` runs after each batch.
     """
     import polars as pl
 
@@ -179,6 +179,9 @@ def chunk_digests(chunks: pa.Table) -> pa.Table:
     for start in range(0, chunks.num_rows, ROW_DIGEST_BATCH):
         frame = pl.from_arrow(chunks.slice(start, ROW_DIGEST_BATCH).replace_schema_metadata(None))
         parts.append(frame.select("doc_id", "ordinal").with_columns(frame.hash_rows(seed=0).alias("hash")))
+        del frame
+        if after_slice is not None:
+            after_slice()
     if not parts:
         return CHUNK_DIGESTS_SCHEMA.empty_table()
     ordered = pl.concat(parts).sort("doc_id", "ordinal")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -187,11 +187,11 @@ def _json_slices(texts: pa.ChunkedArray) -> list[tuple[int, int]]:
     return slices
 
 
-def json_columns(texts: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
+def json_columns(texts: pa.ChunkedArray, schema: pa.Schema, after_slice: Callable[[], None] | None = None) -> pa.Table:
     """One JSON object per element decoded into `schema`'s fields (others skipped, nested ones
     too) by Arrow's JSON reader: no Python object per row, the parse outcome's blocks never
     built. A slice at a time (_json_slices), so the copy the reader parses is a slice's, not the
-    corpus's."""
+    corpus's. `after_slice` runs after each slice (the publish step lets go of the pages read)."""
     parts = []
     for start, length in _json_slices(texts):
         part = pc.fill_null(texts.slice(start, length).combine_chunks(), "{}")
@@ -205,6 +205,8 @@ def json_columns(texts: pa.ChunkedArray, schema: pa.Schema) -> pa.Table:
         if table.num_rows != len(part):
             raise ValueError(f"{len(part)} JSON texts decoded into {table.num_rows} rows")
         parts.append(table)
+        if after_slice is not None:
+            after_slice()
     return pa.concat_tables(parts).combine_chunks() if parts else schema.empty_table()
 
 
@@ -216,10 +218,10 @@ def raw_file_columns(table: pa.Table) -> pa.Table:
     return pa.Table.from_arrays([*kept.columns, *metadata.columns], names=[*kept.column_names, *metadata.column_names])
 
 
-def parse_header_columns(table: pa.Table) -> pa.Table:
+def parse_header_columns(table: pa.Table, after_slice: Callable[[], None] | None = None) -> pa.Table:
     """doc_id and its parse's header (serialize.ParseHeader's fields) as columns, one row per
     parsed document (an unreadable outcome has none), its blocks never decoded."""
-    parsed = json_columns(table.column("outcome"), pa.schema([pa.field("parsed", HEADER_FIELDS)])).column("parsed")
+    parsed = json_columns(table.column("outcome"), pa.schema([pa.field("parsed", HEADER_FIELDS)]), after_slice).column("parsed")
     kept = pc.is_valid(parsed)
     headers = parsed.filter(kept).combine_chunks()
     return pa.table({"doc_id": table.column("doc_id").filter(kept), **{name: headers.field(name) for name in HEADER_FIELDS.names}})

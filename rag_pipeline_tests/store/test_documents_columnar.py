@@ -164,8 +164,8 @@ def _spy(monkeypatch) -> dict[str, list]:
     seen: dict[str, list] = {}
     for module, name in [(staging, "raw_file_columns"), (staging, "parse_header_columns"), (rows, "chunk_digests"),
                          (rows, "documents_from_stage"), (rows, "document_changes"), (rows, "replaced_documents")]:
-        def wrapper(*args, _real=getattr(module, name), _name=name):
-            out = _real(*args)
+        def wrapper(*args, _real=getattr(module, name), _name=name, **kwargs):
+            out = _real(*args, **kwargs)
             seen.setdefault(_name, []).append((args, out))
             return out
         monkeypatch.setattr(module, name, wrapper)
