@@ -62,7 +62,7 @@ def test_changed_documents_only_are_rewritten_and_the_result_equals_a_whole_buil
     _change_folder(work / "raw")
 
     # each batch of replaced rows reaches the writer with the stage pages it was taken from let go:
-    # a few hundred scattered rows taken faulted in whole shard files (~1 GB at 100k documents)
+    # a few hundred scattered rows taken faulted in whole shard files (88 MB at 10k documents)
     resident_at_write: list[int | None] = []
     stage_changes = Lake.stage_changes
 
