@@ -245,10 +245,10 @@ def chunks(
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     model_key = rag.encoder().identity.key
-    keys = {
-        shard: [chunk_cache_key(d, o, settings.chunking, model_key) for d, o in zip(t.column("doc_id").to_pylist(), t.column("outcome").to_pylist())]
-        for shard, t in parsed_documents.items()
-    }
+    keys = {}
+    for shard, t in parsed_documents.items():  # reads every parse: its pages are let go shard by shard
+        keys[shard] = [chunk_cache_key(d, o, settings.chunking, model_key) for d, o in zip(t.column("doc_id").to_pylist(), t.column("outcome").to_pylist())]
+        release_stage_pages()
     known = lake.cached_chunk_keys([key for shard_keys in keys.values() for key in shard_keys])
     documents = sum(len(k) for k in keys.values())
     rechunk = sum(1 for shard_keys in keys.values() for key in shard_keys if key not in known)
