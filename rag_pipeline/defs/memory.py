@@ -12,6 +12,14 @@ what survives a full collection is frozen (`gc.freeze`): later collections skip 
 then (two or three times a process) bounds what can stay uncollected to what was alive at those
 few moments.
 
+Returning pages also needs freed blocks to form whole pages. glibc serves a large block
+(≥ 128 kB) from its own mapping, returned on free — but every such free raises that threshold to
+the block's size (up to 32 MB), after which large blocks (a shard's strings, Arrow and Lance
+buffers) come from the heap, between small long-lived ones, and stay there as holes no trim can
+return: after a 1 % change's publish at 100k documents 680 MB of the heap was free yet held
+(bench/README.md, "The heap's holes"). The threshold is fixed at import (`mallopt`), which keeps
+large blocks in their own mappings for the life of the process.
+
 A terminate request (the UI's Terminate: SIGINT to the run process) that lands while the collector
 runs finalizers is raised inside one of them, where Python swallows it ("Exception ignored in
 ...") and the run goes on: seen twice in one fresh-clone CI, the UI-terminated run ending SUCCESS.
@@ -33,15 +41,27 @@ import dagster as dg
 import pyarrow as pa
 
 
-def _malloc_trim():
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str):
+    """A glibc allocator function, or None where there is none (musl, macOS: their own policy stands)."""
+    library = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return getattr(ctypes.CDLL(library), name) if library else None
+    except (OSError, AttributeError):
         return None
 
 
-_TRIM = _malloc_trim()
+_TRIM = _libc_function("malloc_trim")
+M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
+LARGE_BLOCK_BYTES = 128 * 1024  # glibc's initial threshold, kept from rising
+
+
+def _keep_large_blocks_mapped() -> None:
+    mallopt = _libc_function("mallopt")
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)
+
+
+_keep_large_blocks_mapped()
 _modules_frozen = 0  # len(sys.modules) at the last freeze
 LIBRARY_MODULES = 100  # Dagster or torch import hundreds of modules; a stray lazy import is not worth a freeze
 
