@@ -43,20 +43,26 @@ def status_kb(pid: int) -> dict[str, int]:
     return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in open(f"/proc/{pid}/status")) if k in ("VmRSS", "RssAnon", "RssFile")}
 
 
+def change_one_percent(work: Path, model: str, seed: int, by: str) -> dict[str, str]:
+    """Append a paragraph to 1 % of a kept corpus's .txt/.md files (seeded); the environment of a
+    `rag index` on its kept lake, DAGSTER_HOME and tiny model."""
+    files = sorted(p for p in (work / "raw").rglob("*") if p.suffix in (".txt", ".md"))
+    random.Random(seed).shuffle(files)
+    for path in files[: max(1, len(files) // 100)]:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"\n\nA paragraph added by {by} (seed {seed}) to {path.name}.\n")
+    return dict(os.environ, DAGSTER_HOME=str(work / "dagster_home"), RAG_GOLDEN_FILE="none", RAG_EMBEDDING_MODEL=model,
+                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAG_PROGRESS="0")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("work", type=Path, help="a folder `pipeline_scale.py --keep` left (raw/, lake/, dagster_home/)")
     ap.add_argument("model", help="the tiny model folder of that run")
     ap.add_argument("--seed", type=int, default=101)
     args = ap.parse_args()
-    raw, lake, home = args.work / "raw", args.work / "lake", args.work / "dagster_home"
-    files = sorted(p for p in raw.rglob("*") if p.suffix in (".txt", ".md"))
-    random.Random(args.seed).shuffle(files)
-    for path in files[: max(1, len(files) // 100)]:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(f"\n\nA paragraph added by publish_pages.py (seed {args.seed}) to {path.name}.\n")
-    env = dict(os.environ, DAGSTER_HOME=str(home), RAG_GOLDEN_FILE="none", RAG_EMBEDDING_MODEL=args.model,
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAG_PROGRESS="0")
+    raw, lake = args.work / "raw", args.work / "lake"
+    env = change_one_percent(args.work, args.model, args.seed, "publish_pages.py")
     proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "rag"), "index", "--raw", str(raw), "--lake", str(lake), "--json", "-q"],
                             cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples: list[tuple[float, dict, collections.Counter]] = []
@@ -81,7 +87,7 @@ def main() -> None:
 
     import dagster as dg
 
-    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
     print("| step | s | peak VmRSS MB | anonymous | file-backed | lake files | largest lake files during the step (MB) |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for step in dg.DagsterInstance.get().get_run_step_stats(summary["run_id"]):

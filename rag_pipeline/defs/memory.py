@@ -17,7 +17,7 @@ Returning pages also needs freed blocks to form whole pages. glibc serves a larg
 the block's size (up to 32 MB), after which large blocks (a shard's strings, Arrow and Lance
 buffers) come from the heap, between small long-lived ones, and stay there as holes no trim can
 return: after a 1 % change's publish at 100k documents 680 MB of the heap was free yet held
-(bench/README.md, "The heap's holes"). The threshold is fixed at import (`mallopt`), which keeps
+(bench/README.md, "Every step under 2 GB at 100k"). The threshold is fixed at import (`mallopt`), which keeps
 large blocks in their own mappings for the life of the process.
 
 A terminate request (the UI's Terminate: SIGINT to the run process) that lands while the collector
