@@ -59,6 +59,8 @@ def test_changed_documents_only_are_rewritten_and_the_result_equals_a_whole_buil
     served = lake.read_manifest()
     assert served["build"]["kind"] == "full"
     shutil.copytree(work / "lake", work / "whole_lake")
+    fingerprints = lambda manifest: set(lake.open_published(s.CHUNKS, manifest).to_lance().to_table(columns=["fingerprint"]).column("fingerprint").to_pylist())  # noqa: E731
+    before = fingerprints(served)
     _change_folder(work / "raw")
 
     # each batch of replaced rows reaches the writer with the stage pages it was taken from let go:
@@ -91,6 +93,10 @@ def test_changed_documents_only_are_rewritten_and_the_result_equals_a_whole_buil
     assert resident_at_lookup == [None] or resident_at_lookup == [0], resident_at_lookup
     built = lake.read_manifest()
     assert built["generation"] == served["generation"] + 1
+    after = fingerprints(built)  # what chunk_fingerprints reported against the served generation
+    assert {k: report["chunk_fingerprints"][k] for k in ("fingerprints", "new", "same", "gone")} == {
+        "fingerprints": len(after), "new": len(after - before), "same": len(after & before), "gone": len(before - after)}
+    assert report["chunk_fingerprints"]["new"] and report["chunk_fingerprints"]["gone"]
     assert built["build"]["kind"] == "changes" and built["build"]["base_generation"] == served["generation"]
     assert built["build"]["documents_replaced"] == 4  # edited, new, deleted, re-permissioned
     assert report["lancedb_index"]["build"] == "changes"  # what the UI shows the operator

@@ -14,7 +14,7 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock
 from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import staging
-from rag_pipeline.store.rows import input_signature
+from rag_pipeline.store.rows import fingerprint_diff, input_signature
 
 
 def _through_disk(table, tmp_path: Path):
@@ -40,6 +40,12 @@ def test_records_round_trip_through_arrow_files(tmp_path):
     back = staging.vectors_from_table(_through_disk(staging.vectors_to_table(vectors, 4), tmp_path))
     assert back.keys() == vectors.keys() and all(np.array_equal(back[k], vectors[k]) for k in vectors)
     assert staging.vectors_from_table(staging.vectors_to_table({}, 4)) == {}
+
+
+def test_fingerprint_diff_counts_distinct_fingerprints():
+    current = ["a", "b", "b", "c"]  # a fingerprint shared by two chunks counts once
+    assert fingerprint_diff(current, ["b", "d", "d"]) == {"new": 2, "same": 1, "gone": 1}
+    assert fingerprint_diff(current, []) == {"new": 3, "same": 0, "gone": 0}
 
 
 def test_input_signature_sees_files_sidecar_metadata_chunks_quarantine_and_model():
