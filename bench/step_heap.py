@@ -14,7 +14,6 @@ Extra environment (e.g. `MALLOC_ARENA_MAX=2`) passes through to the run. In-proc
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import subprocess
 import sys
@@ -25,11 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from publish_pages import change_one_percent  # noqa: E402
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
 
 
 def _status_mb() -> dict[str, int]:
@@ -44,14 +38,12 @@ def _record(out: Path) -> None:
     import rag_pipeline.defs.memory as memory
     from rag_pipeline.cli import main as rag_main
 
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = _MallInfo2
     release, peak = memory.release_freed_memory, {}
 
     def snapshot() -> dict:
-        info = libc.mallinfo2()
-        return {**_status_mb(), "arrow": pa.total_allocated_bytes() >> 20, "heap_used": info.uordblks >> 20,
-                "heap_free": info.fordblks >> 20, "mapped": info.hblkhd >> 20, "py_blocks_k": sys.getallocatedblocks() // 1000}
+        heap = memory.heap_bytes()
+        return {**_status_mb(), "arrow": pa.total_allocated_bytes() >> 20, "heap_used": heap["in_use"] >> 20,
+                "heap_free": heap["free"] >> 20, "mapped": heap["mapped"] >> 20, "py_blocks_k": sys.getallocatedblocks() // 1000}
 
     def sample() -> None:
         nonlocal peak

@@ -62,6 +62,25 @@ def _keep_large_blocks_mapped() -> None:
 
 
 _keep_large_blocks_mapped()
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+_MALLINFO2 = _libc_function("mallinfo2")
+if _MALLINFO2 is not None:
+    _MALLINFO2.restype = _MallInfo2
+
+
+def heap_bytes() -> dict[str, int] | None:
+    """glibc's heap now: bytes in use, free but held, in their own mappings (None without glibc ≥ 2.33).
+    What bench/step_heap.py reports per step, and how the test sees the threshold hold."""
+    if _MALLINFO2 is None:
+        return None
+    info = _MALLINFO2()
+    return {"in_use": info.uordblks, "free": info.fordblks, "mapped": info.hblkhd}
 _modules_frozen = 0  # len(sys.modules) at the last freeze
 LIBRARY_MODULES = 100  # Dagster or torch import hundreds of modules; a stray lazy import is not worth a freeze
 

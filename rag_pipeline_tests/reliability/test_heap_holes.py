@@ -15,25 +15,18 @@ import pytest
 from rag_pipeline.defs.memory import LARGE_BLOCK_BYTES
 
 PROBE = f"""
-import ctypes, ctypes.util, json
-import rag_pipeline.defs.memory  # fixes the threshold on import
+import json
+from rag_pipeline.defs.memory import heap_bytes  # importing it fixes the threshold
 
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-try:
-    mallinfo2 = ctypes.CDLL(ctypes.util.find_library("c")).mallinfo2
-except (OSError, AttributeError, TypeError):
+if heap_bytes() is None:
     print("null"); raise SystemExit
-mallinfo2.restype = MallInfo2
 large = bytearray(8 << 20)
 del large  # glibc's own policy would now serve blocks under 8 MB from the heap
-before = mallinfo2().hblkhd
+before = heap_bytes()["mapped"]
 block = bytearray(4 * {LARGE_BLOCK_BYTES})
-allocated = mallinfo2().hblkhd - before
+allocated = heap_bytes()["mapped"] - before
 del block
-print(json.dumps({{"mapped_on_allocation": allocated, "mapped_after_free": mallinfo2().hblkhd - before}}))
+print(json.dumps({{"mapped_on_allocation": allocated, "mapped_after_free": heap_bytes()["mapped"] - before}}))
 """
 
 
