@@ -7,7 +7,8 @@ quote (the sentences `select_sentences` picked) states no number the question di
 hold is that case, by construction: the quote cannot hold the answer, so it is refused
 (`answer.quote_states_number`). A question that names the measure's unit ("in US dollars",
 "多少分贝", "how many kilograms") is answered only by a number stated with a unit of that measure:
-a list price in CNY does not answer "in US dollars". A table row ("姓名: 蔡徐坤; 数学: D") that holds
+a list price in CNY does not answer "in US dollars"; one about money with no currency named (a
+salary, a fee, 票房) only by an amount with a currency or in millions/亿 ("in 1990" is no fee). A table row ("姓名: 蔡徐坤; 数学: D") that holds
 the row the question names and the column it asks about answers it whatever the cell holds (a
 letter grade answers "数学成绩是多少"; `states_asked_cell`). Sentence choice is unchanged: preferring a
 number-stating sentence quoted "Figure 2" (bench/README.md). Rules of the language, not fitted
@@ -45,6 +46,7 @@ _ZH_NUMBER = re.compile(
 )
 
 
+CURRENCY = "a currency"
 # A measure: what names it in a question, and the units a sentence states it in. Units of one
 # letter count only after a digit ("5 m", "12V"); the rest as words. Loose on purpose: the rule
 # refuses only a quote with no unit of the measure at all.
@@ -59,6 +61,16 @@ _MEASURES = {
     "volts": (r"\bvolt(?:s|age)?\b|[电電][压壓]|多少伏", r"\bk?v(?:ac|dc)?\b|\d\s*k?v|\bvolts?\b|伏"),
     "watts": (r"\bwatt(?:s|age)?\b|\b(?:power (?:consumption|rating|draw)|rated power)\b|功率|多少瓦", r"\bk?w\b|\d\s*k?w|\bwatts?\b|瓦"),
     "decibels": (r"\b(?:decibels?|db|how loud|noise level)\b|分[贝貝]|噪音|噪[声聲]", r"\bdb\b|\d\s*db|\bdecibels?\b|分[贝貝]"),
+    # any money: a salary, fee, price or box office with no currency named; stated by a currency
+    # sign or word, or an amount in millions/亿 (box office and revenue often drop the currency)
+    CURRENCY: (
+        r"\b(?:salar(?:y|ies)|wages?|fees?|prices?|priced|costs?|revenues?|income|profits?|earnings|budget|worth|turnover"
+        r"|box[- ]office|valuation|how much money|how much (?:\S+ ){0,4}?(?:pay|paid|spend|spent|earn|earned|make|made|charge|charged))\b"
+        r"|工[资資]|薪[水资資酬金]|[价價](?:格|[钱錢])|[售造报報定][价價]|[费費]用|(?<=[\u4e00-\u9fff])(?<!浪)[费費](?![城尔爾德曼弗舍雪米马馬希里罗羅])"
+        r"|票房|收入|[营營]收|利[润潤]|多少[钱錢]|成本|[预預]算|市值|身[价價]|[罚罰]款|[奖獎]金|租金|[赚賺]了?多少|花了?多少[钱錢]",
+        r"[$£€¥￥]|\b(?:usd|gbp|eur|cny|rmb|jpy|hkd|dollars?|pounds?|euros?|yuan|pence|cents?|million|billion)\b|\d\s*(?:bn|m|k)\b"
+        r"|[元圆圓]|美金|英[镑鎊]|人民[币幣]|港[币幣]|\d\s*[万萬]|[亿億]",
+    ),
     "degrees": (r"\btemperature\b|温度|溫度|多少度", r"°|℃|℉|\bdegrees?\b|度"),
     "units of time": (
         r"\bhow many (?:hours|minutes|days|weeks|months|years|seconds|working days|business days)\b"
@@ -71,6 +83,7 @@ _MEASURES = {
         r"\b(?:mm|cm|km|inch(?:es)?|ft|feet|foot|miles?|met(?:er|re)s?|kilomet(?:er|re)s?)\b|\d\s*m\b|米|公里|厘米|毫米|千米|英[里尺寸]",
     ),
 }
+_CURRENCIES = frozenset({"US dollars", "euros", "yuan"})
 _MEASURE_PATTERNS = {name: (re.compile(asked), re.compile(stated)) for name, (asked, stated) in _MEASURES.items()}
 
 
@@ -84,7 +97,10 @@ def asked_measures(question: str) -> tuple[str, ...]:
     if not asks_for_number(question):
         return ()
     folded = _folded(question)
-    return tuple(name for name, (asked, _) in _MEASURE_PATTERNS.items() if asked.search(folded))
+    named = tuple(name for name, (asked, _) in _MEASURE_PATTERNS.items() if asked.search(folded))
+    if _CURRENCIES.intersection(named):  # "the price in US dollars": a CNY price does not answer it
+        return tuple(name for name in named if name != CURRENCY)
+    return named
 
 
 def states_measure(sentence: str, measures: tuple[str, ...]) -> bool:

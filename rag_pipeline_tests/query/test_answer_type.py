@@ -64,10 +64,21 @@ def test_questions_not_asking_for_a_quantity(question):
         ("How many days of paid annual leave does a full-time employee get?", "Leave is granted in 3 tiers.", False),
         ("How far can the X-2000 arm reach?", "Reach: 900 mm", True),
         ("How far can the X-2000 arm reach?", "Payload: 10 kg", False),
+        # money with no currency named: a currency sign or word, or an amount in millions/亿
+        ("What was Iwan Roberts' salary at Norwich City?", "Next four games could make or break Norwich City's season", False),
+        ("What was Iwan Roberts' transfer fee when he moved to Gillingham?", "He moved to Huddersfield Town in 1990.", False),
+        ("How much did Leicester City pay to sign Iwan Roberts?", "He was signed by Leicester City for £300,000.", True),
+        ("What was IBM's total revenue in 2023?", "Topic: Quarterly revenue; Period: Nine quarters to 30 June 2023", False),
+        ("What was IBM's total revenue in 2023?", "Total revenue was 61.9 billion in 2023.", True),
+        ("《长安三万里》的票房是多少？", "《长安三万里》的“出圈”是传统文化拥抱大众的一个缩影。", False),
+        ("《长安三万里》的票房是多少？", "《长安三万里》票房已突破 18 亿。", True),
+        ("国际空间站的造价是多少？", "国际空间站的造价高达1500亿美元", True),
+        ("二类城市出差的洗衣费标准是多少？", "住宿标准(元/晚): 450", True),
     ],
 )
 def test_a_question_naming_a_measure_is_answered_only_by_a_number_in_its_units(question, quote, states):
-    """A list price in CNY does not answer "in US dollars"; a weight does not answer "how many decibels"."""
+    """A list price in CNY does not answer "in US dollars"; a weight does not answer "how many decibels";
+    a year does not answer "what was his salary"."""
     assert asked_measures(question)
     assert quote_states_number(question, [(0, quote)]) is states
 
@@ -75,7 +86,9 @@ def test_a_question_naming_a_measure_is_answered_only_by_a_number_in_its_units(q
 @pytest.mark.parametrize(
     "question",
     [
-        "What was Galaxy Gaming's net revenue for 2021?",  # a number, no unit named
+        "How many employees does Galaxy Gaming have?",  # a number, no unit named
+        "费城飞人队拿过几次斯坦利杯？",  # 费城 is Philadelphia, not a fee
+        "在成都出差，市内交通每天能报多少？",
         "Does a 250 CNY taxi receipt need approval?",  # names a unit, asks no number
         "国际空间站上目前同时有几名宇航员？",
     ],
