@@ -33,7 +33,7 @@ from rag_pipeline.defs.shards import (
     with_lineage,
 )
 from rag_pipeline.ingest.document import ParsedDocument
-from rag_pipeline.ingest.scan import scan_raw_folder
+from rag_pipeline.ingest.scan import iter_raw_files
 from rag_pipeline.ingest.serialize import ParseHeader, outcome_from_json, outcome_to_json, parse_key_of
 from rag_pipeline.ingest.pool import ParsePool, is_transient, stop_parse_server
 from rag_pipeline.ingest.triage import QuarantineRecord, kept_as_cached, triage, was_released
@@ -61,25 +61,35 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
     A file whose stat is unchanged since the last scan of this lake keeps its hash (FileHashes)."""
     lake = Lake(rag.settings().lake_dir)
     hashes = staging.file_hashes_from_table(lake.read_scan_hashes())
-    files = scan_raw_folder(rag.settings().raw_dir, hashes)
+    by_ext: Counter[str] = Counter()
+    total_bytes = sidecar_errors = 0
+
+    def counted(files):  # the scan's figures, taken as its files stream into Arrow batches
+        nonlocal total_bytes, sidecar_errors
+        for f in files:
+            by_ext[f.path.suffix.lower() or "(none)"] += 1
+            total_bytes += f.size
+            sidecar_errors += bool(f.metadata_error)
+            yield f
+
+    table = staging.raw_files_to_table(counted(iter_raw_files(rag.settings().raw_dir, hashes)))
     lake.write_scan_hashes(staging.file_hashes_to_table(hashes))
-    by_ext = Counter((f.path.suffix.lower() or "(none)") for f in files)
     context.add_output_metadata(
         {
             "raw_dir": str(rag.settings().raw_dir),
-            "files": len(files),
-            "bytes": sum(f.size for f in files),
+            "files": table.num_rows,
+            "bytes": total_bytes,
             "by_extension": dict(sorted(by_ext.items())),
-            "with_sidecar_errors": sum(1 for f in files if f.metadata_error),
+            "with_sidecar_errors": sidecar_errors,
             "hashed_now": hashes.hashed,  # the others' stat was unchanged since the last scan
             "hashes_reused": hashes.reused,
-            "documents_per_shard": -(-len(files) // len(SHARD_KEYS)),
+            "documents_per_shard": -(-table.num_rows // len(SHARD_KEYS)),
         }
     )
-    advice = shard_advice(len(files), len(SHARD_KEYS))
+    advice = shard_advice(table.num_rows, len(SHARD_KEYS))
     if advice:
         context.log.warning(advice)
-    return staging.raw_files_to_table(files)
+    return table
 
 
 @dg.multi_asset(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -64,10 +65,23 @@ CHUNKS_SCHEMA = pa.schema(
 FINGERPRINTS_SCHEMA = pa.schema([pa.field("chunk_id", pa.string(), nullable=False), pa.field("fingerprint", pa.string())])
 
 
-def raw_files_to_table(files: list[RawFile]) -> pa.Table:
-    """The scan as columns; each distinct sidecar metadata is serialized once (most files share
-    the defaults: a JSON dump per file was a third of a 100k-file scan)."""
+RAW_BATCH_ROWS = 4096  # files turned into one Arrow batch at a time: the scan's Python objects stay this many
+
+
+def raw_files_to_table(files: Iterable[RawFile], batch_rows: int = RAW_BATCH_ROWS) -> pa.Table:
+    """The scan as columns, built batch by batch as `files` yields (a generator's files are
+    never all alive at once); each distinct sidecar metadata is serialized once (most files
+    share the defaults: a JSON dump per file was a third of a 100k-file scan)."""
     metadata_json: dict[DocumentMetadata, str] = {}
+    batches = []
+    files = iter(files)
+    while batch := list(islice(files, batch_rows)):
+        batches.append(_raw_batch(batch, metadata_json))
+        del batch  # before the next batch is read
+    return pa.Table.from_batches(batches, schema=RAW_FILES_SCHEMA)
+
+
+def _raw_batch(files: list[RawFile], metadata_json: dict[DocumentMetadata, str]) -> pa.RecordBatch:
     for f in files:
         if f.metadata not in metadata_json:
             metadata_json[f.metadata] = json.dumps(asdict(f.metadata), ensure_ascii=False)
@@ -80,7 +94,7 @@ def raw_files_to_table(files: list[RawFile]) -> pa.Table:
         "metadata": [metadata_json[f.metadata] for f in files],
         "metadata_error": [f.metadata_error for f in files],
     }
-    return pa.Table.from_arrays([pa.array(columns[f.name], f.type) for f in RAW_FILES_SCHEMA], schema=RAW_FILES_SCHEMA)
+    return pa.RecordBatch.from_arrays([pa.array(columns[f.name], f.type) for f in RAW_FILES_SCHEMA], schema=RAW_FILES_SCHEMA)
 
 
 def raw_files_from_table(table: pa.Table) -> list[RawFile]:
@@ -115,11 +129,17 @@ FILE_HASHES_SCHEMA = pa.schema(
 
 
 def file_hashes_to_table(hashes: FileHashes) -> pa.Table:
-    """What this scan saw, for the next one; the scan's start time rides in the schema metadata."""
-    paths = list(hashes.seen)
-    stats = [hashes.seen[p][0] for p in paths]
-    columns = [paths, *([st[i] for st in stats] for i in range(4)), [hashes.seen[p][1] for p in paths]]
-    table = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, FILE_HASHES_SCHEMA)], schema=FILE_HASHES_SCHEMA)
+    """What this scan saw, for the next one; the scan's start time rides in the schema metadata.
+    Built from FileHashes' column buffers, no Python object per file."""
+    paths, path_ends, stats, shas = hashes.seen_columns()
+    n = len(path_ends)
+    width = FileHashes.SHA_WIDTH
+    columns = [
+        pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.concatenate([[0], path_ends]).astype(np.int32)), pa.py_buffer(paths)]),
+        *(pa.array(np.frombuffer(column, dtype=np.uint64 if column.typecode == "Q" else np.int64), field.type) for column, field in zip(stats, list(FILE_HASHES_SCHEMA)[1:5])),
+        pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, (n + 1) * width, width, dtype=np.int32)), pa.py_buffer(shas)]),
+    ]
+    table = pa.Table.from_arrays(columns, schema=FILE_HASHES_SCHEMA)
     return table.replace_schema_metadata({"scan_started_ns": str(hashes.started_ns)})
 
 
@@ -128,9 +148,11 @@ def file_hashes_from_table(table: pa.Table | None) -> FileHashes:
     if table is None or not table.schema.remove_metadata().equals(FILE_HASHES_SCHEMA):
         return FileHashes()
     started = int((table.schema.metadata or {}).get(b"scan_started_ns", b"0"))
-    columns = [table.column(name).to_pylist() for name in FILE_HASHES_SCHEMA.names]
-    known = {path: ((size, mtime, ctime, inode), sha) for path, size, mtime, ctime, inode, sha in zip(*columns)}
-    return FileHashes(known, started)
+    shas = table.column("sha256")
+    if len(shas) and pc.any(pc.not_equal(pc.utf8_length(shas), FileHashes.SHA_WIDTH)).as_py():
+        return FileHashes()  # not hashes this code wrote: hash everything again
+    stats = tuple(table.column(name).to_numpy() for name in ("size", "mtime_ns", "ctime_ns", "inode"))
+    return FileHashes(table.column("path").to_pylist(), stats, "".join(shas.to_pylist()).encode("ascii"), started)
 
 
 def parsed_to_table(parsed: dict[str, ParsedDocument], serialized: Mapping[str, str] | None = None) -> pa.Table:

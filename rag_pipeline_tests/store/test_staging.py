@@ -117,3 +117,48 @@ def test_a_stage_file_read_whole_lets_its_pages_go_and_stays_readable(tmp_path):
     assert table.equals(original)  # faulted back in from the page cache
     del table
     release_stage_pages()  # a mapping gone since is skipped, not an error
+
+
+def test_the_scan_table_is_built_batch_by_batch_as_the_files_come():
+    """raw_documents streams the scan into Arrow: never more than one batch of RawFile objects
+    alive (a RawFile and its Path per file of a 100k-file folder were the step's largest Python
+    objects, bench/scan_memory.py); the table equals the one built from the whole list."""
+    import weakref
+
+    alive = {"now": 0, "most": 0}
+
+    def born(f):
+        alive["now"] += 1
+        alive["most"] = max(alive["most"], alive["now"])
+        weakref.finalize(f, lambda: alive.__setitem__("now", alive["now"] - 1))
+        return f
+
+    def scan(n):
+        for i in range(n):
+            yield born(RawFile(f"d{i}", f"f{i}.txt", Path(f"/raw/f{i}.txt"), i, f"{i:064x}", DocumentMetadata(title=f"T{i % 3}")))
+
+    streamed = staging.raw_files_to_table(scan(25), batch_rows=4)
+    assert alive["most"] <= 4 + 1, alive  # the batch being converted, and the file the generator holds
+    listed = staging.raw_files_to_table(list(scan(25)), batch_rows=4)
+    assert streamed.equals(listed) and streamed.num_rows == 25
+    assert staging.raw_files_from_table(streamed) == list(scan(25))
+    assert staging.raw_files_to_table(iter(())).num_rows == 0
+
+
+def test_scan_hashes_round_trip_through_their_column_buffers(tmp_path):
+    """FileHashes keeps what a scan saw as columns (paths' bytes, stats, digests), not a tuple per
+    file; the table the next scan reads back holds exactly what was seen, odd names included."""
+    from rag_pipeline.ingest.scan import FileHashes, file_sha256
+
+    names = ["a.txt", os.fsdecode(b"b\xff.txt"), "naïve name.txt"]
+    for name in names:
+        (tmp_path / name).write_bytes(name.encode("utf-8", "surrogateescape"))
+    seen = FileHashes()
+    shas = [seen.sha256(tmp_path / name, (tmp_path / name).lstat()) for name in names]
+    table = _through_disk(staging.file_hashes_to_table(seen), tmp_path)
+    assert table.column("path").to_pylist() == [os.fsencode(tmp_path / name) for name in names]
+    assert table.column("sha256").to_pylist() == shas == [file_sha256(tmp_path / name) for name in names]
+    assert table.column("inode").to_pylist() == [(tmp_path / name).lstat().st_ino for name in names]
+    again = staging.file_hashes_from_table(table)
+    again.previous_scan_ns = 1 << 62  # every file "settled" long before: its hash is reused
+    assert [again.sha256(tmp_path / name, (tmp_path / name).lstat()) for name in names] == shas and again.reused == 3
