@@ -12,7 +12,16 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 
-from rag_pipeline.query.answer_type import asked_measures, asks_for_number, numbers, states_asked_cell, states_measure, states_new_number
+from rag_pipeline.query.answer_type import (
+    asked_measures,
+    asks_for_number,
+    asks_when,
+    numbers,
+    states_asked_cell,
+    states_measure,
+    states_new_number,
+    without_dates_and_links,
+)
 from rag_pipeline.query.retrieve import code_found, query_term_groups
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.text import search_tokens
@@ -115,7 +124,11 @@ def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | 
     asked, measures = numbers(question), asked_measures(question)
     if not measures and any(states_asked_cell(sentence, question) for _, sentence in picked):
         return True
-    return any(states_new_number(sentence, asked) and (not measures or states_measure(sentence, measures)) for _, sentence in picked)
+    counts = not asks_when(question) and "units of time" not in measures  # a date is no count or amount
+    return any(
+        states_new_number(without_dates_and_links(sentence) if counts else sentence, asked) and (not measures or states_measure(sentence, measures))
+        for _, sentence in picked
+    )
 
 
 def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:

@@ -40,9 +40,9 @@ _EN_NUMBER_WORDS = frozenset(
 )
 _EN_WORD = re.compile(r"[a-z]+")
 _ZH_NUMERAL = "〇零一二两兩三四五六七八九十百千万萬亿億"
-# a Chinese numeral counts with a unit after it (三天, 十五名, 半年) or as a run (二十五): 一边, 统一 are words
+# a Chinese numeral counts with a unit or counter after it (三天, 十五名, 半年, 两所) or as a run (二十五): 一边, 统一 are words
 _ZH_NUMBER = re.compile(
-    f"[{_ZH_NUMERAL}半]+(?=[个個名位人年月日天周週小时時分钟鐘秒次元块塊米里斤克吨噸岁歲倍成家种種类類项項条條部本张張台臺件层層度%％])|[{_ZH_NUMERAL}]{{2,}}"
+    f"[{_ZH_NUMERAL}半]+(?=[个個名位人年月日天周週小时時分钟鐘秒次元块塊米里斤克吨噸岁歲倍成家种種类類项項条條部本张張台臺件层層度所座支场場届屆首篇期批架艘辆輛只隻匹头頭枚颗顆份册冊卷集轮輪局栋棟间間%％])|[{_ZH_NUMERAL}]{{2,}}"
 )
 
 
@@ -127,6 +127,37 @@ def states_new_number(sentence: str, question_numbers: set[str]) -> bool:
     """Whether the sentence states a number the question did not already hold ("revenue in 2023"
     is not answered by a sentence whose only number is 2023)."""
     return bool(numbers(sentence) - question_numbers)
+
+
+# A question about when, how long or how old is answered by a date or a duration; any other
+# quantity question ("how many participants", "票房是多少") is not: a calendar date, a link's or
+# an identifier's digits (DOI, arXiv) state when or where, not how many. Bare years count as dates only after "in/since/from…".
+_ASKS_WHEN = re.compile(
+    r"\b(?:when|what (?:year|date|time|age)|which (?:year|date)|how (?:long|old)|how many (?:years|months|weeks|days|hours|minutes|seconds))\b"
+    r"|哪一?年|[几幾]年|多少年|什[么麼]时候|什[么麼]時候|何[时時]|哪一?天|[几幾]月|[几幾][号號日点點]|多久|多[长長][时時]间|多[长長]時間|多大|年[龄齡]|[岁歲]",
+    re.IGNORECASE,
+)
+_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_DATE_OR_LINK = re.compile(
+    r"https?://\S+|www\.\S+|[\w.+-]+@[\w-]+\.[\w.]+|\b10\.\d{4,9}/\S+|\barxiv:\s*\d{4}\.\d{4,5}(?:v\d+)?"
+    r"|\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}\b"
+    rf"|\b{_MONTH}\s+\d{{1,2}}(?:\s*[-–]\s*\d{{1,2}})?(?:st|nd|rd|th)?(?:,?\s*\d{{4}})?\b"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH}(?:,?\s*\d{{4}})?\b"
+    rf"|\b{_MONTH}\s+\d{{4}}\b"
+    r"|\b(?:in|since|from|until|till|during)\s+(?:19|20)\d{2}\b"
+    r"|\d{2,4}\s*年\s*(?:\d{1,2}\s*月\s*(?:\d{1,2}\s*[日号號])?)?|\d{1,2}\s*月\s*\d{1,2}\s*[日号號]",
+    re.IGNORECASE,
+)
+
+
+def asks_when(question: str) -> bool:
+    """Whether the quantity asked is a date, a time, a duration or an age."""
+    return bool(_ASKS_WHEN.search(unicodedata.normalize("NFKC", question)))
+
+
+def without_dates_and_links(sentence: str) -> str:
+    """The sentence less its calendar dates, URLs, e-mail addresses, DOIs and arXiv ids (for a count or an amount)."""
+    return _DATE_OR_LINK.sub(" ", unicodedata.normalize("NFKC", sentence))
 
 
 _FIELD = re.compile(r"^\s*([^:：;]{1,40}?)\s*[:：]\s*(.+?)\s*$")

@@ -102,6 +102,7 @@ def test_numbers_are_digits_number_words_and_chinese_numerals_with_a_unit():
     assert numbers("Nine quarters to 30 June 2023") == {"nine", "30", "2023"}
     assert numbers("試用期為三個月，每週兩天") == {"三", "兩"}  # Traditional script
     assert numbers("一边看电影，统一管理") == set()  # numeral characters inside words state no number
+    assert numbers("该城市有两所大学，两支球队") == {"两"}  # counters (所, 支) mark a count
 
 
 def test_a_number_the_question_already_holds_does_not_answer_it():
@@ -170,3 +171,25 @@ def test_a_table_row_answers_the_column_asked_about_in_the_row_the_question_name
 
 def test_a_question_naming_a_measure_still_needs_its_unit_in_a_table_row():
     assert quote_states_number("How much does ticket 42 cost in US dollars?", [(0, "Ticket: 42; Cost: waived")]) is False
+
+
+@pytest.mark.parametrize(
+    "question, quote, states",
+    [
+        # a count or an amount is not answered by a calendar date or a link's digits
+        ("How many participants attended the 5th International Conference?", "5th International Conference July 10-12, 2023 : Konya, Turkey", False),
+        ("How many participants attended the 5th International Conference?", "See https://www.researchgate.net/publication/372669736 for details", False),
+        ("How many participants attended the 5th International Conference?", "Article in the conference proceedings · July 2023 DOI: 10.59287/icaens.1127", False),
+        ("How many participants attended the 5th International Conference?", "The conference drew 412 participants on July 11, 2023.", True),
+        ("How many common shares did Galaxy Gaming have outstanding in March 2022?", "23,718,968 common shares as of March 28, 2022.", True),
+        ("公司有多少名员工？", "公司成立于2003年5月1日。", False),
+        ("公司有多少名员工？", "截至2023年底，公司共有1200名员工。", True),
+        ("深圳服务中心的电话是多少？", "城市: 深圳; 电话: 0755-5555-0115", True),  # a phone number is no date
+        # ... while a question about when, how long or how old is answered by one
+        ("In what year was IBM founded?", "IBM was founded in 1911.", True),
+        ("报销的截止日期是几号？", "截止日期为 3 月 25 日。", True),
+        ("爱因斯坦是哪一年提出这个公式的？", "在物理学“奇迹年”1905年提出。", True),
+    ],
+)
+def test_a_date_or_a_link_does_not_answer_a_count(question, quote, states):
+    assert quote_states_number(question, [(0, quote)]) is states
