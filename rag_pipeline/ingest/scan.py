@@ -129,8 +129,6 @@ def read_sidecar(path: Path) -> tuple[DocumentMetadata, str | None]:
 # timestamp granularity without its stat changing (git's "racily clean" entries): re-hashed.
 RACY_WINDOW_NS = 2_000_000_000
 
-StatKey = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
-
 
 class FileHashes:
     """Content hashes a previous scan computed, reused while a file's stat says it holds the same
@@ -185,10 +183,11 @@ class FileHashes:
         self._seen_shas += sha.encode("ascii")
         return sha
 
-    def seen_columns(self) -> tuple[bytes, array, tuple[array, ...], bytes]:
+    def seen_columns(self) -> tuple[bytearray, array, tuple[array, ...], bytearray]:
         """What this scan saw: the paths' bytes concatenated and where each ends, the four stat
-        columns, and the hex digests concatenated (the next scan's `known`)."""
-        return bytes(self._seen_paths), self._seen_path_ends, self._seen_stats, bytes(self._seen_shas)
+        columns, and the hex digests concatenated (the next scan's `known`); the buffers
+        themselves, not copies."""
+        return self._seen_paths, self._seen_path_ends, self._seen_stats, self._seen_shas
 
 
 def content_sha256(path: Path) -> str:

@@ -124,7 +124,7 @@ def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | 
     asked, measures = numbers(question), asked_measures(question)
     if not measures and any(states_asked_cell(sentence, question) for _, sentence in picked):
         return True
-    counts = not asks_when(question) and "units of time" not in measures  # a date is no count or amount
+    counts = not asks_when(question)  # a date is no count or amount
     return any(
         states_new_number(without_dates_and_links(sentence) if counts else sentence, asked) and (not measures or states_measure(sentence, measures))
         for _, sentence in picked

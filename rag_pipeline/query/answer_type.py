@@ -133,8 +133,8 @@ def states_new_number(sentence: str, question_numbers: set[str]) -> bool:
 # quantity question ("how many participants", "票房是多少") is not: a calendar date, a link's or
 # an identifier's digits (DOI, arXiv) state when or where, not how many. Bare years count as dates only after "in/since/from…".
 _ASKS_WHEN = re.compile(
-    r"\b(?:when|what (?:year|date|time|age)|which (?:year|date)|how (?:long|old)|how many (?:years|months|weeks|days|hours|minutes|seconds))\b"
-    r"|哪一?年|[几幾]年|多少年|什[么麼]时候|什[么麼]時候|何[时時]|哪一?天|[几幾]月|[几幾][号號日点點]|多久|多[长長][时時]间|多[长長]時間|多大|年[龄齡]|[岁歲]",
+    r"\b(?:when|what (?:year|date|time|age)|which (?:year|date)|how (?:long|old))\b"
+    r"|哪一?年|什[么麼]时候|什[么麼]時候|何[时時]|哪一?天|[几幾]月|[几幾][号號日点點]|多久|多[长長][时時]间|多[长長]時間|多大|年[龄齡]|[岁歲]",
     re.IGNORECASE,
 )
 _MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
@@ -151,8 +151,9 @@ _DATE_OR_LINK = re.compile(
 
 
 def asks_when(question: str) -> bool:
-    """Whether the quantity asked is a date, a time, a duration or an age."""
-    return bool(_ASKS_WHEN.search(unicodedata.normalize("NFKC", question)))
+    """Whether the quantity asked is a date, a time, a duration or an age (a question counting
+    units of time — "how many days", "几年" — is one through its measure)."""
+    return bool(_ASKS_WHEN.search(unicodedata.normalize("NFKC", question))) or "units of time" in asked_measures(question)
 
 
 def without_dates_and_links(sentence: str) -> str:
