@@ -55,6 +55,7 @@ TOKENIZER_DIR = ROOT / "data" / "models" / "multilingual-e5-small"
 RAG = ROOT / ".venv" / "bin" / "rag"
 PY = ROOT / ".venv" / "bin" / "python"
 RESULTS = ROOT / "bench" / "results" / "pipeline_scale.json"
+RUNS = ("first", "noop", "change1pct", "change1pct_again")
 
 FOLDERS = ["handbook", "finance", "it", "products", "legal", "sales", "hr/policies", "hr/forms", "eng/notes", "eng/specs"]
 
@@ -273,7 +274,7 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
             "rss_samples": samples}
 
 
-def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | None = None) -> dict:
+def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | None = None, run_names: tuple[str, ...] = RUNS) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"pipeline_scale_{n}_"))
     raw, lake, home = work / "raw", work / "lake", work / "dagster_home"
     home.mkdir()
@@ -290,7 +291,7 @@ def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | Non
     if shards:
         env["RAG_SHARDS"] = str(shards)
     runs = {}
-    for name in ("first", "noop", "change1pct", "change1pct_again"):
+    for name in run_names:
         # the second change runs on caches the first one's housekeeping pruned (deletion files in
         # Lance fragments), as every nightly run after the first change does
         changed = change_one_percent(paths, seed + (name == "change1pct_again")) if name.startswith("change1pct") else 0
@@ -354,13 +355,15 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the temp corpus, lake and DAGSTER_HOME")
     ap.add_argument("--shards", type=int, nargs="+", default=[None], help="RAG_SHARDS values to run each size with")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--runs", nargs="+", choices=RUNS, default=list(RUNS),
+                    help="the runs to make, in this order (e.g. `first noop --keep`: a lake to probe its first 1 %% change on)")
     args = ap.parse_args()
     model_root = Path(tempfile.mkdtemp(prefix="pipeline_scale_model_"))
     model_dir = build_tiny_model(model_root, args.seed)
     results = []
     try:
         for n, shards in [(n, shards) for n in args.docs for shards in args.shards]:
-            results.append(bench_size(n, args.seed, args.keep, model_dir, shards))
+            results.append(bench_size(n, args.seed, args.keep, model_dir, shards, tuple(args.runs)))
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps({"seed": args.seed, "model": "random BertModel 2 layers hidden 32 (e5 tokenizer)",
                                             "cpus": os.cpu_count(), "results": results}, indent=2, ensure_ascii=False))
