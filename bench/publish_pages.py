@@ -43,12 +43,12 @@ def status_kb(pid: int) -> dict[str, int]:
     return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in open(f"/proc/{pid}/status")) if k in ("VmRSS", "RssAnon", "RssFile")}
 
 
-def change_one_percent(work: Path, model: str, seed: int, by: str) -> dict[str, str]:
-    """Append a paragraph to 1 % of a kept corpus's .txt/.md files (seeded); the environment of a
-    `rag index` on its kept lake, DAGSTER_HOME and tiny model."""
+def change_one_percent(work: Path, model: str, seed: int, by: str, change: bool = True) -> dict[str, str]:
+    """Append a paragraph to 1 % of a kept corpus's .txt/.md files (seeded; none when not
+    `change`: a no-op run); the environment of a `rag index` on its kept lake, DAGSTER_HOME and tiny model."""
     files = sorted(p for p in (work / "raw").rglob("*") if p.suffix in (".txt", ".md"))
     random.Random(seed).shuffle(files)
-    for path in files[: max(1, len(files) // 100)]:
+    for path in files[: max(1, len(files) // 100) if change else 0]:
         with open(path, "a", encoding="utf-8") as f:
             f.write(f"\n\nA paragraph added by {by} (seed {seed}) to {path.name}.\n")
     return dict(os.environ, DAGSTER_HOME=str(work / "dagster_home"), RAG_GOLDEN_FILE="none", RAG_EMBEDDING_MODEL=model,
@@ -88,8 +88,8 @@ def main() -> None:
     import dagster as dg
 
     os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
-    print("| step | s | peak VmRSS MB | anonymous | file-backed | lake files | largest lake files during the step (MB) |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("| step | s | peak VmRSS MB | anonymous | file-backed | lake files | largest lake files during the step (MB) | other files at the peak (MB) |")
+    print("|---|---:|---:|---:|---:|---:|---|---|")
     for step in dg.DagsterInstance.get().get_run_step_stats(summary["run_id"]):
         window = [x for x in samples if step.start_time and step.end_time and step.start_time <= x[0] <= step.end_time]
         if not window:
@@ -103,8 +103,10 @@ def main() -> None:
                     name = k[len(str(lake)) + 1:].split("/", 3)[-1]  # staging/runs/<run>/ dropped
                     largest[name] = max(largest[name], v // 1024)
         top = ", ".join(f"{k} {v}" for k, v in largest.most_common(4) if v)
+        others = collections.Counter({k: v // 1024 for k, v in mapped.items() if k.startswith("/") and not k.startswith(str(lake))})
+        other = ", ".join(f"{Path(k).name} {v}" for k, v in others.most_common(4) if v)
         print(f"| {step.step_key} | {step.end_time - step.start_time:.1f} | {status['VmRSS'] // 1024} | {status['RssAnon'] // 1024} | "
-              f"{status['RssFile'] // 1024} | {in_lake // 1024} | {top or '-'} |")
+              f"{status['RssFile'] // 1024} | {in_lake // 1024} | {top or '-'} | {other or '-'} |")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     .venv/bin/python bench/pipeline_scale.py --docs 10000 --keep      # prints its temp folder
     RAG_SHARDS=40 .venv/bin/python bench/step_heap.py /tmp/pipeline_scale_100000_XXXX /tmp/pipeline_scale_model_XXXX/tiny-bert-h32 [--seed 11]
 
-Appends a paragraph to 1 % of the kept corpus's .txt/.md files (seeded, as publish_pages.py), then
+Appends a paragraph to 1 % of the kept corpus's .txt/.md files (seeded, as publish_pages.py; none with
+`--noop`), then
 runs the real `rag index` in a process that also records, after each step's memory hook
 (`defs/memory.release_freed_memory`) and at the step's peak VmRSS (sampled every 0.2 s):
 `mallinfo2()` (bytes malloc has in use, free-but-held, in own mappings), the Arrow pool's bytes,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -70,9 +72,12 @@ def main() -> None:
     ap.add_argument("work", type=Path, help="a folder `pipeline_scale.py --keep` left (raw/, lake/, dagster_home/)")
     ap.add_argument("model", help="the tiny model folder of that run")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--noop", action="store_true", help="change no file: probe a no-op run")
     args = ap.parse_args()
     raw, lake = args.work / "raw", args.work / "lake"
-    env = {**change_one_percent(args.work, args.model, args.seed, "step_heap.py"), "PYTHONPATH": str(ROOT)}
+    env = change_one_percent(args.work, args.model, args.seed, "step_heap.py", change=not args.noop)
+    # a PYTHONPATH of one's own (an older commit's code, unpacked) stays first
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ROOT)) if p)
     out = args.work / f"step_heap_{args.seed}.jsonl"
     out.unlink(missing_ok=True)
     started = time.perf_counter()
@@ -80,7 +85,7 @@ def main() -> None:
                          cwd=str(ROOT), env=env, capture_output=True, text=True)
     if run.returncode:
         sys.exit(f"rag index failed ({run.returncode}): {run.stderr[-1500:]}")
-    print(f"1 % change, {time.perf_counter() - started:.1f} s; MB after the step's release | at its peak VmRSS")
+    print(f"{'no-op' if args.noop else '1 % change'}, {time.perf_counter() - started:.1f} s; MB after the step's release | at its peak VmRSS")
     print("| step | VmRSS | anon | heap used | heap free | Python blocks (k) | peak VmRSS | anon | file | heap used | heap free | mapped | Arrow |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for line in open(out):

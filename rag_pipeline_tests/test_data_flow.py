@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 
 from rag_pipeline.config import Settings
@@ -212,7 +213,7 @@ def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(wor
     parse_key = parse_key_of(Settings().ocr_lang)
     assert lake.cached_parse_keys([parse_key(f["sha256"], f["source"]) for rows in files for f in rows]) == set(lake.db.open_table(s.PARSE_CACHE).to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist())
     fingerprints = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["fingerprint"]).column("fingerprint").to_pylist())
-    assert lake.cached_vector_keys(newest["model"]["key"], list(fingerprints)) == fingerprints
+    assert lake.count_uncached_vectors(newest["model"]["key"], [pa.array(sorted(fingerprints))]) == (len(fingerprints), 0)
     assert lake.db.open_table(s.embedding_cache_table(newest["model"]["key"])).count_rows() == len(fingerprints)
     chunk_ids = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist())
     chunkings = lake.db.open_table(s.CHUNK_CACHE).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist()

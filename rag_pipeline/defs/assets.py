@@ -370,18 +370,19 @@ def embeddings(
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
     key = encoder.identity.key
-    fingerprints = {shard: list(dict.fromkeys(t.column("fingerprint").to_pylist())) for shard, t in chunks.items()}
-    known = lake.cached_vector_keys(key, [fp for fps in fingerprints.values() for fp in fps])
-    missing_total = len({fp for fps in fingerprints.values() for fp in fps if fp not in known})
+    # sized up front in Arrow: a Python string per fingerprint of every shard (540k at 100k
+    # documents) was most of what this step held beyond the model (bench/README.md)
+    distinct, missing_total = lake.count_uncached_vectors(key, [t.column("fingerprint") for t in chunks.values()])
     out, embedded, reused, seconds = {}, 0, 0, 0.0
-    note = f"{len(known)} from the embedding cache" if known else ""
+    note = f"{distinct - missing_total} from the embedding cache" if distinct > missing_total else ""
     pending = PendingEntries(lambda entries: lake.add_to_cache(key, entries))
     with Progress("embed", missing_total, "chunks", log=context.log.info, note=note) as progress, pending:
         for shard in list(chunks):
             table = chunks.pop(shard)  # let go after this shard: its mapped pages leave with it
-            vectors = lake.cached_vectors(key, fingerprints[shard])
-            vectors.update(pending.found(fp for fp in fingerprints[shard] if fp not in vectors))
-            missing = [fp for fp in fingerprints[shard] if fp not in vectors]
+            fingerprints = list(dict.fromkeys(table.column("fingerprint").to_pylist()))
+            vectors = lake.cached_vectors(key, fingerprints)
+            vectors.update(pending.found(fp for fp in fingerprints if fp not in vectors))
+            missing = [fp for fp in fingerprints if fp not in vectors]
             texts = []
             if missing:  # the shard's text is read only when something in it needs embedding
                 text_by_fp = dict(zip(table.column("fingerprint").to_pylist(), table.column("embed_text").to_pylist()))

@@ -224,8 +224,16 @@ class Lake:
     def cached_chunk_keys(self, keys: list[str]) -> set[str]:
         return self._present(s.CHUNK_CACHE, keys)
 
-    def cached_vector_keys(self, model_key: str, fingerprints: list[str]) -> set[str]:
-        return self._present(s.embedding_cache_table(model_key), fingerprints)
+    def count_uncached_vectors(self, model_key: str, fingerprints: list[pa.ChunkedArray | pa.Array]) -> tuple[int, int]:
+        """(distinct fingerprints, how many of them this model's cache lacks), in Arrow: no Python
+        object per fingerprint."""
+        pieces = [piece for column in fingerprints for piece in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])]
+        wanted = pc.unique(pa.chunked_array(pieces, pa.string())) if pieces else pa.array([], pa.string())
+        name = s.embedding_cache_table(model_key)
+        if name not in self._tables() or not len(wanted):
+            return len(wanted), len(wanted)
+        stored, _ = self._key_column(name, self.db.open_table(name).to_lance())
+        return len(wanted), len(wanted) - pc.sum(pc.is_in(wanted, value_set=stored)).as_py()
 
     def _present(self, name: str, keys: list[str]) -> set[str]:
         """Which keys a cache table holds: the key column only (to size a step's work up front)."""

@@ -139,3 +139,18 @@ def test_a_look_up_on_a_pruned_cache_takes_exactly_the_live_rows_asked_in_table_
     assert found.column("outcome").to_pylist() == [f"value of {k[1]}-{int(k[3:])}" for k in found.column("cache_key").to_pylist()]
     scan_order = [k for k in table.to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist() if k in live]
     assert found.column("cache_key").to_pylist() == scan_order
+
+
+def test_the_embedding_step_sizes_its_work_from_arrow_columns_of_every_shard(tmp_path):
+    """count_uncached_vectors: distinct fingerprints across shards (a chunk text shared by two
+    shards counts once) and how many this model's cache lacks; no cache table yet: all of them."""
+    import numpy as np
+    import pyarrow as pa
+
+    lake = Lake(tmp_path)
+    shards = [pa.chunked_array([["a", "b"], ["c"]]), pa.array(["c", "d", "a"]), pa.array([], pa.string())]
+    assert lake.count_uncached_vectors("m1", shards) == (4, 4)
+    assert lake.count_uncached_vectors("m1", []) == (0, 0)
+    lake.add_to_cache("m1", {"a": np.ones(3, np.float32), "d": np.ones(3, np.float32), "z": np.ones(3, np.float32)})
+    assert lake.count_uncached_vectors("m1", shards) == (4, 2)  # b and c
+    assert lake.count_uncached_vectors("m2", shards) == (4, 4)  # another model's cache is another table
