@@ -4,7 +4,7 @@
     RAG_SHARDS=40 .venv/bin/python bench/step_heap.py /tmp/pipeline_scale_100000_XXXX /tmp/pipeline_scale_model_XXXX/tiny-bert-h32 [--seed 11]
 
 Appends a paragraph to 1 % of the kept corpus's .txt/.md files (seeded, as publish_pages.py; none with
-`--noop`), then
+`--noop`; with `--first` the kept lake is deleted instead: a first build), then
 runs the real `rag index` in a process that also records, after each step's memory hook
 (`defs/memory.release_freed_memory`) and at the step's peak VmRSS (sampled every 0.2 s):
 `mallinfo2()` (bytes malloc has in use, free-but-held, in own mappings), the Arrow pool's bytes,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -72,10 +73,14 @@ def main() -> None:
     ap.add_argument("work", type=Path, help="a folder `pipeline_scale.py --keep` left (raw/, lake/, dagster_home/)")
     ap.add_argument("model", help="the tiny model folder of that run")
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--noop", action="store_true", help="change no file: probe a no-op run")
+    run = ap.add_mutually_exclusive_group()
+    run.add_argument("--noop", action="store_true", help="change no file: probe a no-op run")
+    run.add_argument("--first", action="store_true", help="delete the kept lake, change no file: probe a first build")
     args = ap.parse_args()
     raw, lake = args.work / "raw", args.work / "lake"
-    env = change_one_percent(args.work, args.model, args.seed, "step_heap.py", change=not args.noop)
+    if args.first:
+        shutil.rmtree(lake, ignore_errors=True)
+    env = change_one_percent(args.work, args.model, args.seed, "step_heap.py", change=not (args.noop or args.first))
     # a PYTHONPATH of one's own (an older commit's code, unpacked) stays first
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ROOT)) if p)
     out = args.work / f"step_heap_{args.seed}.jsonl"
@@ -85,7 +90,8 @@ def main() -> None:
                          cwd=str(ROOT), env=env, capture_output=True, text=True)
     if run.returncode:
         sys.exit(f"rag index failed ({run.returncode}): {run.stderr[-1500:]}")
-    print(f"{'no-op' if args.noop else '1 % change'}, {time.perf_counter() - started:.1f} s; MB after the step's release | at its peak VmRSS")
+    kind = "first build" if args.first else "no-op" if args.noop else "1 % change"
+    print(f"{kind}, {time.perf_counter() - started:.1f} s; MB after the step's release | at its peak VmRSS")
     print("| step | VmRSS | anon | heap used | heap free | Python blocks (k) | peak VmRSS | anon | file | heap used | heap free | mapped | Arrow |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for line in open(out):

@@ -56,6 +56,10 @@ def test_a_quality_regression_blocks_promotion_and_the_last_good_generation_keep
     (work / "raw" / "handbook" / "canteen.txt").write_text("The canteen opens at 11:30 on weekdays.\n", encoding="utf-8")
     report = run_index(work / "raw", work / "lake")
     assert not report["success"] and report["checks"]["golden_quality_holds"] is False
+    assert report["chunks"]["rechunked"] == report["embeddings"]["embedded"] == 1
+    encoder = RagSettingsResource(raw_dir=str(work / "raw"), lake_dir=str(work / "lake")).encoder()
+    # the steps after embeddings (index build, eval, housekeeping) do not carry the weights or the tokenizer
+    assert encoder._model is None and encoder._token_counter is None
     assert report["golden_eval"]["status"] == "evaluated"
     assert "published_index" not in report
     assert lake.read_manifest()["generation"] == served  # the staged generation waits for an operator

@@ -286,6 +286,7 @@ def chunks(
                                         "shard_rechunked": len(fresh)}, partition_key=shard)
             tokens.append(shard_tokens.to_numpy())
             model_limits |= {m for m in found.column("model_limit").to_pylist() if m is not None}
+    rag.encoder().unload()  # the tokenizer is not needed again this run (Encoder.unload)
     tokens = np.concatenate(tokens) if any(len(t) for t in tokens) else np.zeros(1, dtype=np.int32)
     model_limit = max(model_limits) if model_limits else None  # one model in the key: one limit
     first = next((t for t in out.values() if t.num_rows), None)
@@ -396,6 +397,7 @@ def embeddings(
             vectors.update(fresh)
             out[shard] = _spill(context, settings, "embeddings", shard, with_lineage(staging.vectors_to_table(vectors, encoder.identity.dimension), lineage(table)))
             context.add_asset_metadata({"shard_vectors": len(vectors), "shard_embedded": len(fresh)}, partition_key=shard)
+    encoder.unload()  # no later step of the run embeds a passage (Encoder.unload)
     context.add_output_metadata(
         {
             "model": encoder.identity.name,

@@ -89,6 +89,21 @@ class Encoder:
     def model(self, value) -> None:
         self._model = value
 
+    def unload(self) -> None:
+        """Let go of the passage model and the token counter when they can load again on next use.
+
+        A step that may have loaded them (chunks, embeddings, golden_eval's answer sentences) calls
+        this before it ends: in the in-process executor every later step of the run (the index
+        build, housekeeping) otherwise carries the weights and tokenizer, and the step hook's
+        `gc.freeze` keeps them for the process's life (torch modules hold reference cycles only a
+        collection frees): bench/README.md, "The model let go after its steps". The query encoder
+        stays: queries use it."""
+        if self._load_model is None:  # handed a model: nothing could load it again
+            return
+        with self._model_lock:
+            self._model = None
+            self._token_counter = None
+
     @property
     def query_encoder(self):
         """The query_encoder.NumpyQueryEncoder, or None: the model encodes queries."""

@@ -134,6 +134,25 @@ def test_a_local_folder_of_that_layout_loads_lazily_with_the_identity_of_the_loa
     assert float(np.abs(encoder.encode_query(question) - reference).max()) <= 1e-6
 
 
+def test_an_unloaded_model_loads_again_on_next_use_and_encodes_alike(tmp_path):
+    """What an indexing step lets go of at its end (Encoder.unload) is freed by a collection and
+    comes back on the next passage; the query encoder stays."""
+    import gc
+    import weakref
+
+    folder = _copy_layout(tmp_path)
+    encoder = load_encoder(str(folder), str(tmp_path / "cache"), 8, "fp32")
+    passages = ["员工每年享有十五天带薪年假。", "The VPN client must be updated every quarter."]
+    first = encoder.encode_passages(passages)
+    encoder.query_encoder
+    loaded = weakref.ref(encoder.model)
+    encoder.unload()
+    gc.collect()
+    assert loaded() is None and encoder._token_counter is None  # nothing else held the weights
+    assert encoder._query_encoder is not None
+    assert float(np.abs(encoder.encode_passages(passages) - first).max()) <= 1e-6
+
+
 def test_a_model_saved_by_todays_sentence_transformers_takes_the_numpy_path(tmp_path):
     """sentence-transformers 6 and transformers 5 write another layout (module names, "pooling_mode",
     "dtype", the tokenizer class TokenizersBackend) for the same computation: a random 2-layer
