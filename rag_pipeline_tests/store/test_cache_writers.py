@@ -154,3 +154,47 @@ def test_the_embedding_step_sizes_its_work_from_arrow_columns_of_every_shard(tmp
     lake.add_to_cache("m1", {"a": np.ones(3, np.float32), "d": np.ones(3, np.float32), "z": np.ones(3, np.float32)})
     assert lake.count_uncached_vectors("m1", shards) == (4, 2)  # b and c
     assert lake.count_uncached_vectors("m2", shards) == (4, 4)  # another model's cache is another table
+
+
+def test_housekeeping_compacts_the_caches_keeping_every_live_row_as_written(tmp_path):
+    """prune merges the fragments each insert leaves (one per shard write on a first build) by
+    copying their pages (CACHE_COMPACTION_MODE), or by re-encoding where a fragment has deleted
+    rows: either way every live row reads back as written — empty strings and lists, nulls,
+    nested lists, CJK text, vectors — and the deleted ones stay gone."""
+    import numpy as np
+    import pyarrow as pa
+
+    lake = Lake(tmp_path)
+    for batch in range(5):  # five inserts per cache: five fragments each
+        lake.add_parses({f"p{batch}-{i}": ("" if i % 7 == 0 else f"解析 {batch}/{i} " * i) for i in range(60)})
+        lake.add_chunks(pa.table({
+            "cache_key": [f"c{batch}-{i}" for i in range(30)],
+            "chunk_id": [[f"id{batch}-{i}-{j}" for j in range(i % 4)] for i in range(30)],
+            "doc_id": [[f"d{batch}-{i}"] * (i % 4) for i in range(30)],
+            "ordinal": [list(range(i % 4)) for i in range(30)],
+            "text": [[f"第{j}段 text {'x' * (i * j)}" for j in range(i % 4)] for i in range(30)],
+            "embed_text": [[""] * (i % 4) for i in range(30)],
+            "heading_path": [[[] if j % 2 else ["手册", f"H{j}"] for j in range(i % 4)] for i in range(30)],
+            "page": [[None if j % 2 else j for j in range(i % 4)] for i in range(30)],
+            "fingerprint": [[f"f{batch}-{i}-{j}" for j in range(i % 4)] for i in range(30)],
+            "tokens": [[j * 3 for j in range(i % 4)] for i in range(30)],
+            "model_limit": [None if i % 5 == 0 else 512 for i in range(30)],
+        }, schema=s.chunk_cache_schema()))
+        lake.add_to_cache("m1", {f"v{batch}-{i}": np.full(8, batch + i / 100, np.float32) for i in range(80)})
+    db = lancedb.connect(str(tmp_path))
+    names = (s.PARSE_CACHE, s.CHUNK_CACHE, s.embedding_cache_table("m1"))
+    assert [len(db.open_table(n).to_lance().get_fragments()) for n in names] == [5, 5, 5]
+    db.open_table(s.PARSE_CACHE).delete("cache_key LIKE 'p2-%' OR cache_key LIKE '%3'")  # one fragment gone, four with deletions
+    before = {n: db.open_table(n).to_lance().to_table().sort_by("cache_key") for n in names}
+
+    lake.prune(keep=1)
+
+    for name in names:
+        dataset = db.open_table(name).to_lance()
+        assert len(dataset.get_fragments()) == 1, name
+        assert dataset.to_table().sort_by("cache_key").equals(before[name]), name
+        assert len(dataset.versions()) == 1  # the superseded versions went with the compaction
+    assert before[s.PARSE_CACHE].num_rows == 4 * 60 - 4 * 6 and not any(
+        k.startswith("p2-") for k in db.open_table(s.PARSE_CACHE).to_arrow().column("cache_key").to_pylist())
+    assert Lake(tmp_path).cached_chunks(["c4-29", "c0-0"]).sort_by("cache_key").equals(
+        before[s.CHUNK_CACHE].filter(pa.compute.is_in(before[s.CHUNK_CACHE].column("cache_key"), pa.array(["c0-0", "c4-29"]))))
