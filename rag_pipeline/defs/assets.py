@@ -27,7 +27,7 @@ from rag_pipeline.defs.shards import (
     lineage,
     scan_digest,
     shard_advice,
-    shard_column,
+    shard_of,
     split_by_shard,
     step_shards,
     with_lineage,
@@ -346,13 +346,15 @@ def chunk_fingerprints(
     with Progress("fingerprint", total, "chunks", log=context.log.info) as progress:
         lake = Lake(rag.settings().lake_dir)
         served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint", "doc_id"])
-        previous = []
+        mine = set()
         if served is not None:  # the served chunks of the documents in this step's shards
-            in_step = pc.is_in(shard_column(served.column("doc_id")), value_set=pa.array(list(chunks), pa.string()))
-            previous = [served.column("fingerprint").filter(in_step)]
-        diff = rows.fingerprint_diff([t.column("fingerprint") for t in chunks.values()], previous)
+            shards = pa.array([shard_of(d, SHARD_KEYS) for d in served.column("doc_id").to_pylist()], pa.string())
+            served = served.filter(pc.is_in(shards, value_set=pa.array(list(chunks), pa.string())))
+        previous = served.column("fingerprint").to_pylist() if served is not None else []
+        for table in chunks.values():
+            mine.update(table.column("fingerprint").to_pylist())
         progress.advance(total)
-    context.add_output_metadata({"fingerprints": diff["new"] + diff["same"], **diff})
+    context.add_output_metadata({"fingerprints": len(mine), **rows.fingerprint_diff(mine, previous)})
     return {shard: with_lineage(t.select(["chunk_id", "fingerprint"]), lineage(t)) for shard, t in chunks.items()}
 
 

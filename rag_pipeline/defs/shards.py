@@ -91,17 +91,9 @@ class StaleShardError(RuntimeError):
     """A shard's stage output was built from another scan of the raw folder than the one published."""
 
 
-def shard_column(doc_ids: pa.Array | pa.ChunkedArray, keys: list[str] = SHARD_KEYS) -> pa.Array:
-    """The shard key of each doc_id, hashed once per distinct id: a chunks table repeats each
-    document's id once per chunk (540k rows, 100k ids at 100k documents)."""
-    encoded = pc.dictionary_encode(doc_ids.combine_chunks() if isinstance(doc_ids, pa.ChunkedArray) else doc_ids)
-    shards = pa.array([shard_of(d, keys) for d in encoded.dictionary.to_pylist()], pa.string())
-    return pc.take(shards, encoded.indices)
-
-
 def split_by_shard(table: pa.Table, keys: list[str] = SHARD_KEYS) -> dict[str, pa.Table]:
     """Rows of a table with a doc_id column, by shard (every key present, possibly empty)."""
-    shard = shard_column(table.column("doc_id"), keys)
+    shard = pa.array([shard_of(d, keys) for d in table.column("doc_id").to_pylist()], pa.string())
     return {key: table.filter(pc.equal(shard, key)) for key in keys}
 
 
