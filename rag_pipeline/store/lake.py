@@ -93,9 +93,27 @@ CACHE_FRAGMENT_ROWS = 65_536
 # re-encoding them held about the whole cache in memory (+500 MB for the chunk cache of 100k
 # documents; copied: +40 MB; bench/README.md, "Cache compaction by page copy").
 CACHE_COMPACTION_MODE = "try_binary_copy"
+# A fragment holding this much data counts as settled whatever its row count (a chunk-cache row is
+# ~6 kB, a vector row 0.2–1.5 kB): compaction leaves it alone until Lance's deletion threshold
+# (10 % of its rows) calls for a rewrite. Otherwise a cache under CACHE_FRAGMENT_ROWS rows — all of
+# them at 10k documents — is one "small" fragment, merged with each run's new rows and, once
+# pruning deleted a few of its rows, decoded and re-encoded whole every night.
+CACHE_SETTLED_BYTES = 32 * 2**20
+CACHE_DELETED_SHARE = 0.1  # Lance's default materialize_deletions_threshold
 
 
 TERM_PARTS_HELD = 16  # per-batch term counts summed into one once this many are held
+
+
+def settled_fragments(dataset) -> list[int]:
+    """Fragments cache compaction leaves as they are: CACHE_SETTLED_BYTES of data or more, and at
+    most CACHE_DELETED_SHARE of their rows deleted."""
+    return [
+        fragment.fragment_id
+        for fragment in dataset.get_fragments()
+        if sum(f.file_size_bytes or 0 for f in fragment.metadata.files) >= CACHE_SETTLED_BYTES
+        and fragment.metadata.num_deletions <= CACHE_DELETED_SHARE * fragment.metadata.physical_rows
+    ]
 
 
 def _counted(tables: Iterable[pa.Table], counted: dict) -> Iterator[pa.RecordBatch]:
@@ -567,8 +585,12 @@ class Lake:
                     dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
                     versions_removed += len(drop)
             for name in sorted(t for t in tables if t in (s.PARSE_CACHE, s.CHUNK_CACHE) or t.startswith("embedding_cache_")):
-                self.db.open_table(name).to_lance().optimize.compact_files(
-                    target_rows_per_fragment=CACHE_FRAGMENT_ROWS, compaction_mode=CACHE_COMPACTION_MODE
+                dataset = self.db.open_table(name).to_lance()
+                dataset.optimize.compact_files(
+                    target_rows_per_fragment=CACHE_FRAGMENT_ROWS,
+                    compaction_mode=CACHE_COMPACTION_MODE,
+                    materialize_deletions_threshold=CACHE_DELETED_SHARE,
+                    excluded_fragment_ids=settled_fragments(dataset),
                 )
                 dataset = self.db.open_table(name).to_lance()
                 drop = [v["version"] for v in dataset.versions() if v["version"] != dataset.version]

@@ -198,3 +198,36 @@ def test_housekeeping_compacts_the_caches_keeping_every_live_row_as_written(tmp_
         k.startswith("p2-") for k in db.open_table(s.PARSE_CACHE).to_arrow().column("cache_key").to_pylist())
     assert Lake(tmp_path).cached_chunks(["c4-29", "c0-0"]).sort_by("cache_key").equals(
         before[s.CHUNK_CACHE].filter(pa.compute.is_in(before[s.CHUNK_CACHE].column("cache_key"), pa.array(["c0-0", "c4-29"]))))
+
+
+def test_housekeeping_leaves_a_settled_cache_fragment_alone_until_its_deleted_rows_pass_the_threshold(tmp_path, monkeypatch):
+    """A fragment holding CACHE_SETTLED_BYTES is not merged with each night's new rows (a cache
+    under CACHE_FRAGMENT_ROWS rows would otherwise be re-encoded whole once pruning deleted a few of
+    its rows); once more than CACHE_DELETED_SHARE of its rows are deleted it is rewritten."""
+    from rag_pipeline.store import lake as lake_module
+
+    monkeypatch.setattr(lake_module, "CACHE_SETTLED_BYTES", 1 << 20)
+    lake = Lake(tmp_path)
+    lake.add_parses({f"big-{i:04d}": f"{i} " * 600 for i in range(1000)})  # ~2.6 MB: settled
+    def cache():  # opened afresh: housekeeping removes the versions an open handle points at
+        return lancedb.connect(str(tmp_path)).open_table(s.PARSE_CACHE)
+
+    settled = cache().to_lance().get_fragments()[0].fragment_id
+    cache().delete("cache_key IN ('big-0001', 'big-0002', 'big-0003')")  # pruned: 0.3 % of its rows
+    lake.add_parses({f"night1-{i}": "a" for i in range(20)})
+    lake.add_parses({f"night2-{i}": "b" for i in range(20)})
+    expected = cache().to_lance().to_table().sort_by("cache_key")
+
+    lake.prune(keep=1)
+
+    fragments = cache().to_lance().get_fragments()
+    assert [f.fragment_id for f in fragments][0] == settled and fragments[0].metadata.num_deletions == 3  # left as it was
+    assert len(fragments) == 2 and fragments[1].count_rows() == 40  # the nights' rows merged
+    assert cache().to_lance().to_table().sort_by("cache_key").equals(expected)
+
+    cache().delete("cache_key LIKE 'big-00%' OR cache_key LIKE 'big-01%'")  # 20 % of its rows
+    expected = cache().to_lance().to_table().sort_by("cache_key")
+    lake.prune(keep=1)
+    fragments = cache().to_lance().get_fragments()
+    assert settled not in [f.fragment_id for f in fragments] and all(f.metadata.num_deletions == 0 for f in fragments)
+    assert cache().to_lance().to_table().sort_by("cache_key").equals(expected)
