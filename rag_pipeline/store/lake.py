@@ -90,8 +90,8 @@ DELETE_BATCH_IDS = 500  # documents per delete predicate when a generation repla
 CACHE_FRAGMENT_ROWS = 65_536
 # ... and copies their pages as they are when no merged fragment has deleted rows (Lance falls back
 # to decoding and re-encoding otherwise): a first build leaves one fragment per shard write, and
-# re-encoding them held about the whole cache in memory (+500 MB for the chunk cache of 100k
-# documents; copied: +40 MB; bench/README.md, "Cache compaction by page copy").
+# re-encoding them held about the whole cache in memory (+520 MB for the chunk cache of 100k
+# documents; copied: +56 MB; bench/README.md, "Cache compaction by page copy").
 CACHE_COMPACTION_MODE = "try_binary_copy"
 # A fragment holding this much data counts as settled whatever its row count (a chunk-cache row is
 # ~6 kB, a vector row 0.2–1.5 kB): compaction leaves it alone until Lance's deletion threshold
