@@ -54,6 +54,24 @@ def test_doc_id_hashes_the_path_bytes_and_keeps_utf8_ids_stable():
     assert doc_id_for(b"a/caf\xe9.txt") == doc_id_for(os.fsdecode(b"a/caf\xe9.txt"))
 
 
+def test_the_listing_names_each_file_by_its_path_under_the_raw_folder(tmp_path):
+    """raw_folder_files joins the relative path as a string: it must equal pathlib's, at any depth,
+    for odd names, next to the files it skips (hidden, sidecars) and the links it lists unfollowed."""
+    from rag_pipeline.ingest.scan import raw_folder_files
+
+    raw = tmp_path / "raw"
+    for relative in ("top.txt", "手册/第 1 章/规定.md", "a b/c d/e f.txt", "a b/.hidden.txt", "x/y.txt.meta.json",
+                     ".git/config", "x/y.txt", "deep/" + "/".join("d" * 3 for _ in range(6)) + "/leaf.md"):
+        (raw / relative).parent.mkdir(parents=True, exist_ok=True)
+        (raw / relative).write_text("text", encoding="utf-8")
+    (raw / "linked").symlink_to(raw / "x", target_is_directory=True)
+    listed = list(raw_folder_files(raw))
+    assert [relative for _, relative in listed] == [path.relative_to(raw.resolve()).as_posix() for path, _ in listed]
+    assert sorted(relative for _, relative in listed) == sorted(
+        ["top.txt", "手册/第 1 章/规定.md", "a b/c d/e f.txt", "x/y.txt", "linked",
+         "deep/" + "/".join("d" * 3 for _ in range(6)) + "/leaf.md"])
+
+
 def test_every_file_of_the_sample_gets_its_own_doc_id():
     files = scan_raw_folder(SAMPLE)
     assert len({f.doc_id for f in files}) == len(files) > 5
