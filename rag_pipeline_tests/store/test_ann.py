@@ -11,9 +11,12 @@ from rag_pipeline.query.api import RagIndex
 from rag_pipeline.query.filters import Principal
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import DEFAULT_MIN_ROWS, EXACT, INDEX_TYPE, MIN_TRAINABLE_ROWS, AnnPolicy, vector_index_plan
+from rag_pipeline.store import lake as lake_module
 from rag_pipeline.store.lake import Lake
+from rag_pipeline.text import search_tokens
 
 DIM, ROWS, CLUSTERS = 64, 4_000, 40
+WORDS = ["quokka", "wombat", "numbat", "bilby"]  # one night's added rows each
 
 
 def test_small_tables_stay_exact_large_ones_get_a_sane_ivf_plan():
@@ -124,3 +127,55 @@ def test_chunks_staged_in_batches_equal_chunks_staged_whole(tmp_path):
         assert lake.open_published(table, batched).to_arrow().select(columns).equals(lake.open_published(table, whole).to_arrow().select(columns))
     nothing = stage(iter(()))
     assert nothing["counts"]["chunks"] == 0 and lake.open_published(s.CHUNKS, nothing).count_rows() == 0
+
+
+def test_a_generation_built_from_the_served_one_indexes_its_rows_as_deltas_merged_past_the_limit(tmp_path, monkeypatch):
+    """Each night's added rows become a new segment of every index (merging rewrote the whole index);
+    past INDEX_SEGMENTS_MAX segments the deltas are merged into one and the first segment is kept.
+    Whatever the segments, a search finds every night's new rows and none of the deleted ones."""
+    monkeypatch.setattr(lake_module, "INDEX_SEGMENTS_MAX", 3)
+    rng = np.random.default_rng(7)
+    chunks, vectors = _corpus(rng)
+    chunks = chunks.set_column(chunks.schema.get_field_index("doc_id"), "doc_id", pa.array([f"d{i // 4}" for i in range(ROWS)]))
+    lake = Lake(tmp_path)
+    model = {"name": "test", "key": "test", "dimension": DIM}
+    empty_docs, empty_quarantine = _table({}, s.documents_schema(), 0), _table({}, s.quarantine_schema(), 0)
+    served = lake.stage(empty_docs, chunks, empty_quarantine, model=model, run_id="t", ann_policy=AnnPolicy(min_rows=ROWS))
+    assert served["vector_index"]["kind"] == INDEX_TYPE
+    first = {i["name"]: i["uuid"] for i in lake.open_published(s.CHUNKS, served).to_lance().list_indices()}
+    everyone = Principal(user="boss", groups=("all-staff", "finance", "hr"), clearance="secret")
+    published = np.array([row["status"] == "published" for row in chunks.select(["status"]).to_pylist()])
+    deleted, added, seen_segments = [], {}, []
+    for night, word in enumerate(WORDS, start=1):
+        replaced = {f"d{d}" for d in range(night * 10, night * 10 + 10)}  # 40 rows out, 40 in
+        deleted += [i for i in range(ROWS) if f"d{i // 4}" in replaced]
+        fresh = rng.standard_normal((40, DIM)).astype(np.float32)
+        fresh /= np.linalg.norm(fresh, axis=1, keepdims=True)
+        text = [f"{word} alpha" for _ in range(40)]
+        rows = _table({
+            "chunk_id": [f"n{night}_{j}" for j in range(40)], "doc_id": sorted(replaced) * 4, "text": text,
+            s.SEARCH_TEXT_COLUMN: [" ".join(search_tokens(t)) for t in text],  # as the pipeline writes it (stemmed)
+            "language": ["en"] * 40, "status": ["published"] * 40, "security_level": ["public"] * 40,
+            "access_groups": [["all-staff"]] * 40, "owner": [""] * 40,
+            "vector": pa.FixedSizeListArray.from_arrays(pa.array(fresh.ravel()), DIM),
+        }, s.chunks_schema(DIM), 40)
+        served = lake.stage_changes(served, empty_docs, [rows], replaced, empty_quarantine, model=model, run_id=f"n{night}")
+        dataset = lake.open_published(s.CHUNKS, served).to_lance()
+        segments = lake_module.index_segments(dataset)
+        seen_segments.append(set(segments.values()))
+        assert served["build"]["index_segments"] == max(segments.values())  # recorded for the operator
+        assert set(first) == set(segments)
+        assert {i["uuid"] for i in dataset.list_indices()} >= set(first.values())  # the first segment is never rewritten
+        added.update({f"n{night}_{j}": fresh[j] for j in range(40)})
+
+        queries = {**added, **{f"c{i}": vectors[i] for i in range(0, ROWS, 97) if published[i] and i not in deleted}}
+        index = RagIndex(lake, served, _Vectors({**queries, **{f"q{i}": vectors[i] for i in deleted}, **dict.fromkeys(WORDS, vectors[0])}), RefusalPolicy())
+        for name in queries:  # every row, old or added any night, is its own vector's nearest row
+            assert index.search(name, mode="vector", principal=everyone)[0].chunk_id == name
+        gone = {f"c{i}" for i in deleted}
+        for i in deleted[::7]:
+            assert not {h.chunk_id for h in index.search(f"q{i}", mode="vector", principal=everyone)} & gone
+        for earlier, earlier_word in enumerate(WORDS[:night], start=1):
+            found = index.search(earlier_word, mode="keyword", k=50, principal=everyone)
+            assert {h.chunk_id for h in found} == {f"n{earlier}_{j}" for j in range(40)}
+    assert seen_segments == [{2}, {3}, {2}, {3}]  # one delta a night; past 3 segments the deltas merged
