@@ -462,6 +462,8 @@ def lancedb_index(
             "new_generation": not manifest.get("unchanged"),
             # "changes": built from the served generation, only changed documents' rows written
             "build": "unchanged" if manifest.get("unchanged") else (manifest.get("build") or {}).get("kind", "full"),
+            # a search reads each segment of an index: deltas since the last whole build (Lake.stage_changes)
+            "index_segments": (manifest.get("build") or {}).get("index_segments", 1),
             "table_versions": manifest["table_versions"],
             **manifest["counts"],
             "scanned_files": raw_documents.num_rows,
@@ -543,7 +545,8 @@ def _stage_generation(context, lake: Lake, settings, identity, served, signature
         build = manifest["build"]
         context.log.info(
             f"generation {manifest['generation']} built from generation {served['generation']}: "
-            f"{build['documents_replaced']} documents' rows replaced (-{build['rows_deleted']} +{build['rows_added']} chunks)"
+            f"{build['documents_replaced']} documents' rows replaced (-{build['rows_deleted']} +{build['rows_added']} chunks; "
+            f"indexes in up to {build['index_segments']} segments)"
         )
     return manifest, changes, documents.column("status").to_pylist()
 

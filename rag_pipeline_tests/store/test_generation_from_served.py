@@ -100,6 +100,7 @@ def test_changed_documents_only_are_rewritten_and_the_result_equals_a_whole_buil
     assert built["build"]["kind"] == "changes" and built["build"]["base_generation"] == served["generation"]
     assert built["build"]["documents_replaced"] == 4  # edited, new, deleted, re-permissioned
     assert report["lancedb_index"]["build"] == "changes"  # what the UI shows the operator
+    assert report["lancedb_index"]["index_segments"] == built["build"]["index_segments"] == 2  # the night's delta
     listed = rag("generations", "--lake", str(work / "lake"))
     assert listed.returncode == 0 and f"(from gen {served['generation']}: 4 documents' rows replaced)" in listed.stdout.decode()
     assert 0 < built["build"]["rows_added"] < built["counts"]["chunks"]
