@@ -89,6 +89,25 @@ def release_stage_pages() -> None:
             pass
 
 
+def release_pages_of(batch: pa.RecordBatch) -> None:
+    """Drop the resident pages of the stage file `batch` is mapped from (release_stage_pages, for
+    one file): a pass that takes a few scattered rows from each shard in turn lets each shard's
+    pages go before the next. Each page fault maps its neighbours too (the kernel's fault-around,
+    64 kB): ~110 rows from each of 40 chunk shards made every whole shard file resident at once
+    (720 MB at 100k documents, a 1 % change's publish step: bench/README.md, "Scattered takes")."""
+    addresses = [buffer.address for column in batch.columns for buffer in column.buffers() if buffer is not None and buffer.size]
+    if not addresses:
+        return
+    low, high = min(addresses), max(addresses)
+    for mapped in list(_STAGE_MAPS):
+        try:
+            base = pa.py_buffer(mapped).address
+        except ValueError:  # closed since it was listed
+            continue
+        if base <= high and low < base + len(mapped):
+            mapped.madvise(mmap.MADV_DONTNEED)
+
+
 def write_json(path: Path, data: dict) -> None:
     def write(tmp):
         Path(tmp).write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str), encoding="utf-8")

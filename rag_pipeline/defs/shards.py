@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rag_pipeline.config import env_str
+from rag_pipeline.defs.io import release_pages_of
 
 DEFAULT_SHARDS = 4
 MAX_SHARDS = 256
@@ -139,13 +140,17 @@ class ShardedTable:
         return self.table.schema
 
     def take(self, rows: np.ndarray) -> pa.Table:
-        """Rows of `table` by number, in the order asked, touching only the batches they sit in."""
+        """Rows of `table` by number, in the order asked, touching only the batches they sit in;
+        each batch's mapped pages are let go once its rows are copied out (io.release_pages_of)."""
         rows = np.asarray(rows, dtype=np.int64)
         if not len(rows):
             return self.table.schema.empty_table()
         batch = np.searchsorted(self._starts, rows, side="right") - 1
         grouped = np.argsort(batch, kind="stable")
-        parts = [self._batches[b].take(pa.array(rows[batch == b] - self._starts[b])) for b in np.unique(batch)]
+        parts = []
+        for b in np.unique(batch):
+            parts.append(self._batches[b].take(pa.array(rows[batch == b] - self._starts[b])))
+            release_pages_of(self._batches[b])
         table = pa.Table.from_batches(parts, self.table.schema).combine_chunks()
         return table.take(pa.array(np.argsort(grouped)))  # back from batch order to the order asked
 
