@@ -136,6 +136,13 @@ CANDIDATES = {  # name: (evidence fields needed, extra features beyond GATE_FEAT
     "+relevance (trained cross-encoder, --relevance)": (("relevance",), _ev("relevance")),
     "+relevance, +cross×relevance": (("relevance",), lambda r: _ev("relevance")(r) + [_cross(r) * r["evidence"]["relevance"]]),
     "+relevance, +zh×relevance": (("relevance",), lambda r: _ev("relevance")(r) + [_zh(r) * r["evidence"]["relevance"]]),
+    "+token recall, sentence (layer 12)": (("token_sentence_12",), _ev("token_sentence_12")),
+    "+token recall, passage (layer 12)": (("token_passage_12",), _ev("token_passage_12")),
+    "+token recall, sentence (layer 10)": (("token_sentence_10",), _ev("token_sentence_10")),
+    "+token recall, passage (layer 8)": (("token_passage_8",), _ev("token_passage_8")),
+    "+token recall, sentence and passage (layer 12)": (("token_sentence_12",), lambda r: _ev("token_sentence_12")(r) + _ev("token_passage_12")(r)),
+    "+token recall, sentence, +cross×it (layer 12)": (("token_sentence_12",), lambda r: _ev("token_sentence_12")(r) + [
+        _cross(r) * r["evidence"]["token_sentence_12"]]),
 }
 RELEVANCE_ONLY = {  # the trained model's log-odds alone, and beside the dense evidence only
     "relevance alone": (("relevance",), _ev("relevance")),
@@ -165,6 +172,58 @@ def add_relevance(rows: list[dict], weights: Path, cache_dir: Path | None) -> No
             cache[key] = best_relevance(inputs.get("question", ""), passages, model)
         r["evidence"]["relevance"] = cache[key]
     cache_path.write_text(json.dumps(cache))
+
+
+def add_token_alignment(rows: list[dict], cache_dir: Path | None) -> None:
+    """Token recall (bench/token_alignment.py) of the question in each case's recorded context
+    passages, per layer, as evidence fields `token_sentence_L` / `token_passage_L`; cached."""
+    from relevance_model import builtin_e5_dir
+    from token_alignment import LAYERS, TokenAligner
+
+    cache_path = (cache_dir or REPO / "bench" / "results") / "token_alignment.json"
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    aligner = None
+    for r in rows:
+        inputs = r["evidence"].get("aligned_inputs") or {}
+        passages = [h["text"] for h in inputs.get("hits") or []]
+        key = hashlib.sha256(json.dumps([inputs.get("question"), passages], ensure_ascii=False).encode()).hexdigest()
+        if key not in cache:
+            if passages:
+                aligner = aligner or TokenAligner(str(builtin_e5_dir()))
+                cache[key] = {str(layer): v for layer, v in aligner.scores(inputs.get("question", ""), passages).items()}
+            else:
+                cache[key] = {str(layer): (0.0, 0.0) for layer in LAYERS}
+        for layer, (sentence, passage) in cache[key].items():
+            r["evidence"][f"token_sentence_{layer}"], r["evidence"][f"token_passage_{layer}"] = sentence, passage
+    cache_path.write_text(json.dumps(cache))
+
+
+def auc(rows: list[dict], key: str) -> float:
+    """How often an answerable case's `key` exceeds an unanswerable one's (ties half)."""
+    pos = np.array([float(r["evidence"].get(key) or 0.0) for r in rows if r["answerable"]])[:, None]
+    neg = np.array([float(r["evidence"].get(key) or 0.0) for r in rows if not r["answerable"]])[None, :]
+    return float(((pos > neg) + 0.5 * (pos == neg)).mean()) if pos.size and neg.size else float("nan")
+
+
+def print_aucs(bench: list[dict], sample: list[dict], corpus: list[dict], keys: list[str]) -> None:
+    groups = {f"{name} (fit half)": [r for r in bench if r["set"] == name] for name in sorted({r["set"] for r in bench})}
+    groups |= {"sample golden fit half": [r for r in sample if r["half"] == "fit"],
+               "sample golden report half": [r for r in sample if r["half"] == "report"],
+               "sample golden cross-lingual": [r for r in sample if r.get("kind") == "cross-lingual"],
+               "corpus golden (held out)": corpus,
+               "corpus golden zh / en": None,
+               "corpus golden cross-lingual": [r for r in corpus if r.get("kind") == "cross-lingual"]}
+    print("| cases | n | " + " | ".join(keys) + " |")
+    print("|---|---:|" + "---:|" * len(keys))
+    for name, rows in groups.items():
+        if rows is None:
+            zh, en = ([r for r in corpus if r["lang"] == lang] for lang in ("zh", "en"))
+            print(f"| {name} | {len(zh)} / {len(en)} | " + " | ".join(f"{auc(zh, k):.3f} / {auc(en, k):.3f}" for k in keys) + " |")
+        else:
+            print(f"| {name} | {len(rows)} | " + " | ".join(f"{auc(rows, k):.3f}" for k in keys) + " |")
+    print()
+
+
 FOLD_SEEDS = ("gate-cv-1", "gate-cv-2")  # the second seed: how much the folds alone move a column
 
 
@@ -224,7 +283,9 @@ def record(into: Path, parts=("bench", "golden")) -> None:
         return real_coverage(question, hits, term_weights, groups)
 
     def reason(evidence, policy):
-        evidence["aligned_inputs"] = dict(captured)  # {} when ask had no context hits
+        # {} when ask had no context hits; ask's second look at the gate (after the quote states a
+        # number) must keep what the first recorded, not replace it with {}
+        evidence.setdefault("aligned_inputs", dict(captured))
         captured.clear()
         return real_reason(evidence, policy)
 
@@ -275,6 +336,8 @@ def main() -> int:
     parser.add_argument("--records", type=Path, help="read the cases recorded by --record from this folder")
     parser.add_argument("--relevance", type=Path, help="score the recorded context passages with these relevance weights "
                         "(bench/train_relevance.py) and try them as gate evidence")
+    parser.add_argument("--token-alignment", action="store_true", help="score the recorded context passages by token "
+                        "recall (bench/token_alignment.py), print each feature's AUC and try them as gate evidence")
     args = parser.parse_args()
     if args.record:
         record(args.record, tuple(args.part or ("bench", "golden")))
@@ -286,8 +349,16 @@ def main() -> int:
         sample, corpus = collect_golden(*SAMPLE), collect_golden(*CORPUS)
     if args.relevance:
         add_relevance(bench + sample + corpus, args.relevance, args.records)
+    if args.token_alignment:
+        add_token_alignment(bench + sample + corpus, args.records)
     for r in bench:
         r.setdefault("lang", detect_language(r["question"]) if detect_language(r["question"]) == "zh" else "en")
+    if args.token_alignment or args.relevance:
+        from token_alignment import LAYERS
+
+        keys = ["lexical_coverage", "sentence_coverage", "dense_z", "dense_gap_z"] + (["relevance"] if args.relevance else [])
+        keys += [f"token_{unit}_{layer}" for unit in ("sentence", "passage") for layer in LAYERS] if args.token_alignment else []
+        print_aucs(bench, sample, corpus, keys)
     fit_rows = [r for r in bench if r["half"] == "fit"] + [r for r in sample if r["half"] == "fit"]
     with_answers = [r for r in fit_rows if r["set"] != "scifact-subset"]  # SciFact has no answer strings
     folds = {seed: {id(r): int(hashlib.sha256(f"{seed}:{r['set']}:{r['id']}:{r['answerable']}".encode()).hexdigest(), 16) % FOLDS
