@@ -208,6 +208,14 @@ def test_one_shard_is_rebuilt_alone_and_a_stale_shard_never_reaches_a_generation
         materialized = {e.asset_key.to_user_string() for e in rebuilt.get_asset_materialization_events()}
         assert materialized == {"parsed_documents", "quarantine", "chunks", "chunk_fingerprints", "embeddings"}
         assert all(e.partition == shard for e in rebuilt.get_asset_materialization_events())
+        # its fingerprint diff is against the served chunks of this shard's documents only
+        served = RagIndex.open(lake).chunks.to_arrow().select(["doc_id", "fingerprint"]).to_pylist()
+        here = {r["fingerprint"] for r in served if shard_of(r["doc_id"], SHARD_KEYS) == shard}
+        edited_id = doc_id_for(edited.relative_to(raw).as_posix())
+        diff = next(e.materialization.metadata for e in rebuilt.get_asset_materialization_events()
+                    if e.asset_key.to_user_string() == "chunk_fingerprints")
+        assert diff["same"].value + diff["gone"].value == len(here) > len({r["fingerprint"] for r in served if r["doc_id"] == edited_id})
+        assert 1 <= diff["gone"].value <= len({r["fingerprint"] for r in served if r["doc_id"] == edited_id}) and diff["new"].value >= 1
         published, failures = _execute(defs, instance, "index_job", asset_selection=publish)
         assert published.success, failures
         second = assert_consistent(lake)
