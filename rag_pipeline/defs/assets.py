@@ -346,15 +346,15 @@ def chunk_fingerprints(
     with Progress("fingerprint", total, "chunks", log=context.log.info) as progress:
         lake = Lake(rag.settings().lake_dir)
         served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint", "doc_id"])
-        mine = pa.chunked_array([c for t in chunks.values() for c in t.column("fingerprint").chunks], pa.string())
-        previous = pa.chunked_array([], pa.string())
+        mine = set()
         if served is not None:  # the served chunks of the documents in this step's shards
-            documents = pc.unique(served.column("doc_id"))  # a shard is worked out per document, not per chunk
-            here = pa.array([shard_of(d, SHARD_KEYS) in chunks for d in documents.to_pylist()], pa.bool_())
-            previous = served.filter(pc.is_in(served.column("doc_id"), value_set=documents.filter(here))).column("fingerprint")
-        diff = rows.fingerprint_diff(mine, previous)
+            shards = pa.array([shard_of(d, SHARD_KEYS) for d in served.column("doc_id").to_pylist()], pa.string())
+            served = served.filter(pc.is_in(shards, value_set=pa.array(list(chunks), pa.string())))
+        previous = served.column("fingerprint").to_pylist() if served is not None else []
+        for table in chunks.values():
+            mine.update(table.column("fingerprint").to_pylist())
         progress.advance(total)
-    context.add_output_metadata({"fingerprints": diff["new"] + diff["same"], **diff})
+    context.add_output_metadata({"fingerprints": len(mine), **rows.fingerprint_diff(mine, previous)})
     return {shard: with_lineage(t.select(["chunk_id", "fingerprint"]), lineage(t)) for shard, t in chunks.items()}
 
 

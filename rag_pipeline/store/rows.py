@@ -260,15 +260,10 @@ def quarantine_table(records: list[QuarantineRecord], quarantined_at: str) -> pa
     return pa.Table.from_pylist(rows, schema=s.quarantine_schema())
 
 
-def fingerprint_diff(current: pa.ChunkedArray, previous: pa.ChunkedArray) -> dict[str, int]:
-    """Counts of distinct chunk fingerprints that are new, unchanged or gone since the last index.
-
-    In Arrow: as Python sets, a step's and the served index's fingerprints were ~1 million
-    strings at 100k documents, most of a no-op `chunk_fingerprints` step's peak (bench/README.md).
-    """
-    cur, prev = pc.unique(current), pc.unique(previous.cast(current.type))
-    same = int(pc.sum(pc.is_in(cur, value_set=prev)).as_py() or 0)
-    return {"new": len(cur) - same, "same": same, "gone": len(prev) - same}
+def fingerprint_diff(current: Iterable[str], previous: Iterable[str]) -> dict[str, int]:
+    """Counts of chunk fingerprints that are new, unchanged or gone since the last index."""
+    cur, prev = set(current), set(previous)
+    return {"new": len(cur - prev), "same": len(cur & prev), "gone": len(prev - cur)}
 
 
 _COMPARED = ("sha256", "title", "status", "security_level", "department", "access_groups", "owner")
