@@ -155,23 +155,38 @@ def _cross(r) -> float:
     return float(bool(r["evidence"].get("cross_lingual")))
 
 
-def add_relevance(rows: list[dict], weights: Path, cache_dir: Path | None) -> None:
-    """The relevance model's best log-odds over each case's recorded context passages (what `ask`
-    hands the quote), as evidence field `relevance`; cached beside the records per weights file."""
-    from relevance_model import RelevanceModel, best_relevance, builtin_e5_dir
-
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
-    cache_path = (cache_dir or weights.parent) / f"relevance_{digest}.json"
+def _score_recorded_passages(rows: list[dict], cache_path: Path, score) -> list:
+    """`score(question, passages)` of each case's recorded context passages (what `ask` hands the
+    quote), one value per row, cached in `cache_path` by the question and passages' text."""
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    model = RelevanceModel(builtin_e5_dir(), weights)
+    values = []
     for r in rows:
         inputs = r["evidence"].get("aligned_inputs") or {}
         passages = [h["text"] for h in inputs.get("hits") or []]
         key = hashlib.sha256(json.dumps([inputs.get("question"), passages], ensure_ascii=False).encode()).hexdigest()
         if key not in cache:
-            cache[key] = best_relevance(inputs.get("question", ""), passages, model)
-        r["evidence"]["relevance"] = cache[key]
+            cache[key] = score(inputs.get("question", ""), passages)
+        values.append(cache[key])
     cache_path.write_text(json.dumps(cache))
+    return values
+
+
+def add_relevance(rows: list[dict], weights: Path, cache_dir: Path | None) -> None:
+    """The relevance model's best log-odds over each case's recorded context passages, as
+    evidence field `relevance`; cached beside the records per weights file."""
+    from relevance_model import RelevanceModel, best_relevance, builtin_e5_dir
+
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    model = None
+
+    def score(question: str, passages: list[str]) -> float:
+        nonlocal model
+        model = model or RelevanceModel(builtin_e5_dir(), weights)
+        return best_relevance(question, passages, model)
+
+    values = _score_recorded_passages(rows, (cache_dir or weights.parent) / f"relevance_{digest}.json", score)
+    for r, value in zip(rows, values):
+        r["evidence"]["relevance"] = value
 
 
 def add_token_alignment(rows: list[dict], cache_dir: Path | None) -> None:
@@ -180,22 +195,19 @@ def add_token_alignment(rows: list[dict], cache_dir: Path | None) -> None:
     from relevance_model import builtin_e5_dir
     from token_alignment import LAYERS, TokenAligner
 
-    cache_path = (cache_dir or REPO / "bench" / "results") / "token_alignment.json"
-    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     aligner = None
-    for r in rows:
-        inputs = r["evidence"].get("aligned_inputs") or {}
-        passages = [h["text"] for h in inputs.get("hits") or []]
-        key = hashlib.sha256(json.dumps([inputs.get("question"), passages], ensure_ascii=False).encode()).hexdigest()
-        if key not in cache:
-            if passages:
-                aligner = aligner or TokenAligner(str(builtin_e5_dir()))
-                cache[key] = {str(layer): v for layer, v in aligner.scores(inputs.get("question", ""), passages).items()}
-            else:
-                cache[key] = {str(layer): (0.0, 0.0) for layer in LAYERS}
-        for layer, (sentence, passage) in cache[key].items():
+
+    def score(question: str, passages: list[str]) -> dict:
+        nonlocal aligner
+        if not passages:
+            return {str(layer): (0.0, 0.0) for layer in LAYERS}
+        aligner = aligner or TokenAligner(str(builtin_e5_dir()))
+        return {str(layer): v for layer, v in aligner.scores(question, passages).items()}
+
+    values = _score_recorded_passages(rows, (cache_dir or REPO / "bench" / "results") / "token_alignment.json", score)
+    for r, layers in zip(rows, values):
+        for layer, (sentence, passage) in layers.items():
             r["evidence"][f"token_sentence_{layer}"], r["evidence"][f"token_passage_{layer}"] = sentence, passage
-    cache_path.write_text(json.dumps(cache))
 
 
 def auc(rows: list[dict], key: str) -> float:
