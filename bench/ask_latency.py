@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1, help="timed calls per question")
     p.add_argument("--search", action="store_true", help="time search (hybrid, k=10) too")
     p.add_argument("--term-counting", default=None, help="api.TERM_COUNTING (default: the index's)")
+    p.add_argument("--no-token-recall", action="store_true", help="without the gate's token recall (its cost; the gate reads 0)")
     args = p.parse_args(argv)
 
     questions = [q["question"] for q in load_golden(Path(args.golden))][: args.limit]
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     index = RagIndex.open(args.lake)
     if args.term_counting:
         index.term_counting = args.term_counting
+    index.token_recall = not args.no_token_recall
     index.ask("warm-up: how does this index answer?")
     timings: dict[str, list[float]] = {"answered": [], "refused": []}
     cpu: dict[str, list[float]] = {"answered": [], "refused": []}
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     timings["all"] = timings["answered"] + timings["refused"]
     cpu["all"] = cpu["answered"] + cpu["refused"]
     timings["search"], cpu["search"] = timings.pop("search", []), cpu.pop("search", [])
-    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}")
+    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}, token recall {'on' if index.token_recall else 'off'}")
     print("| calls | n | p50 ms | p95 ms | mean ms | max ms | CPU p50 ms |")
     print("|---|---|---|---|---|---|---|")
     for name, values in timings.items():

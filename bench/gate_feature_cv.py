@@ -141,6 +141,7 @@ CANDIDATES = {  # name: (evidence fields needed, extra features beyond GATE_FEAT
     "+token recall, sentence (layer 10)": (("token_sentence_10",), _ev("token_sentence_10")),
     "+token recall, passage (layer 8)": (("token_passage_8",), _ev("token_passage_8")),
     "+token recall, sentence and passage (layer 12)": (("token_sentence_12",), lambda r: _ev("token_sentence_12")(r) + _ev("token_passage_12")(r)),
+    "+token recall (product: first passage, --token-recall)": (("token_recall",), _ev("token_recall")),
     "+token recall, sentence, +cross×it (layer 12)": (("token_sentence_12",), lambda r: _ev("token_sentence_12")(r) + [
         _cross(r) * r["evidence"]["token_sentence_12"]]),
 }
@@ -208,6 +209,32 @@ def add_token_alignment(rows: list[dict], cache_dir: Path | None) -> None:
     for r, layers in zip(rows, values):
         for layer, (sentence, passage) in layers.items():
             r["evidence"][f"token_sentence_{layer}"], r["evidence"][f"token_passage_{layer}"] = sentence, passage
+
+
+def add_token_recall(rows: list[dict], cache_dir: Path | None, onnx: bool = True) -> None:
+    """The product's token recall (query/token_recall.py: int8 ONNX states, or numpy fp32 with
+    onnx=False) of the question in each case's first recorded context passage, as `token_recall`."""
+    from dataclasses import replace
+
+    from rag_pipeline.config import Settings
+    from rag_pipeline.embedding.encoder import encoder_for
+    from rag_pipeline.embedding.query_encoder import supported_layout
+    from rag_pipeline.query.token_recall import TokenStates
+    from relevance_model import builtin_e5_dir
+
+    settings = Settings()
+    identity = encoder_for(settings).identity
+    onnx_path = settings.model_cache_dir / "onnx" / f"{replace(identity, precision='int8-onnx').key}.onnx"
+    folder = builtin_e5_dir()
+    states = TokenStates(folder, supported_layout(folder), onnx_path if onnx else None)
+
+    def score(question: str, passages: list[str]) -> float:
+        return states.recall(question, passages[0], identity.query_prompt, identity.passage_prompt) if passages else 0.0
+
+    name = f"token_recall_{states.backend}.json"
+    values = _score_recorded_passages(rows, (cache_dir or REPO / "bench" / "results") / name, score)
+    for r, value in zip(rows, values):
+        r["evidence"]["token_recall"] = value
 
 
 def auc(rows: list[dict], key: str) -> float:
@@ -350,6 +377,8 @@ def main() -> int:
                         "(bench/train_relevance.py) and try them as gate evidence")
     parser.add_argument("--token-alignment", action="store_true", help="score the recorded context passages by token "
                         "recall (bench/token_alignment.py), print each feature's AUC and try them as gate evidence")
+    parser.add_argument("--token-recall", choices=("onnx", "numpy"), help="score the first recorded context passage by "
+                        "the product's token recall (query/token_recall.py) on this backend and try it as gate evidence")
     args = parser.parse_args()
     if args.record:
         record(args.record, tuple(args.part or ("bench", "golden")))
@@ -363,13 +392,16 @@ def main() -> int:
         add_relevance(bench + sample + corpus, args.relevance, args.records)
     if args.token_alignment:
         add_token_alignment(bench + sample + corpus, args.records)
+    if args.token_recall:
+        add_token_recall(bench + sample + corpus, args.records, onnx=args.token_recall == "onnx")
     for r in bench:
         r.setdefault("lang", detect_language(r["question"]) if detect_language(r["question"]) == "zh" else "en")
-    if args.token_alignment or args.relevance:
+    if args.token_alignment or args.relevance or args.token_recall:
         from token_alignment import LAYERS
 
         keys = ["lexical_coverage", "sentence_coverage", "dense_z", "dense_gap_z"] + (["relevance"] if args.relevance else [])
         keys += [f"token_{unit}_{layer}" for unit in ("sentence", "passage") for layer in LAYERS] if args.token_alignment else []
+        keys += ["token_recall"] if args.token_recall else []
         print_aucs(bench, sample, corpus, keys)
     fit_rows = [r for r in bench if r["half"] == "fit"] + [r for r in sample if r["half"] == "fit"]
     with_answers = [r for r in fit_rows if r["set"] != "scifact-subset"]  # SciFact has no answer strings

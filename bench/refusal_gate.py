@@ -173,6 +173,10 @@ def main() -> int:
     shipped = RefusalPolicy()
     print(f"fitted on {len(fit_rows)} cases: the fit halves of {sorted({r['set'] for r in fit_rows})}")
     print(f"logistic refit: weights {refit.weights}, intercept {refit.intercept}")
+    recalls = [r["evidence"]["token_recall"] for r in fit_rows if r["evidence"].get("candidates") and not r["evidence"].get("unknown_identifiers")
+               and r["evidence"].get("token_recall") is not None]
+    if recalls:
+        print(f"mean token_recall of the fitted cases (answer.TOKEN_RECALL_WHEN_MISSING): {sum(recalls) / len(recalls):.4f}")
     if (refit.weights, refit.intercept) != (shipped.weights, shipped.intercept):
         print(f"NOTE: the shipped default differs: {shipped.weights}, {shipped.intercept}")
     gates = {

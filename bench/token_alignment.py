@@ -6,8 +6,9 @@ the model (the passage read whole with its `passage: ` prompt, the question with
 averaged over the question's word tokens; a sentence's score restricts the passage tokens to that
 sentence's span. Language-free by construction (multilingual states align across languages,
 cf. SimAlign), so it speaks where keyword coverage is void: cross-lingual and paraphrased
-questions. Used by `bench/gate_feature_cv.py --token-alignment` on recorded cases; not in the
-product (bench/README.md, "Token alignment as gate evidence").
+questions. Used by `bench/gate_feature_cv.py --token-alignment` on recorded cases, every layer
+and passage; the product computes the last layer's over the first context passage
+(query/token_recall.py; bench/README.md, "Token alignment as gate evidence").
 """
 
 from __future__ import annotations
@@ -16,21 +17,10 @@ import re
 
 import numpy as np
 
+from rag_pipeline.query.token_recall import sentence_spans
+
 LAYERS = (4, 8, 10, 12)  # 12 = the last layer; SimAlign found middle layers of XLM-R align words best
 _WORD = re.compile(r"[0-9A-Za-z\u3400-\u4dbf\u4e00-\u9fff]")
-_SENTENCE_END = re.compile(r"[。！？!?；;]+|\.(?=\s)|\n+")
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences (and lines) of `text`."""
-    spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        if text[start:m.end()].strip():
-            spans.append((start, m.end()))
-        start = m.end()
-    if text[start:].strip():
-        spans.append((start, len(text)))
-    return spans
 
 
 def recall(question: np.ndarray, passage: np.ndarray) -> float:

@@ -64,11 +64,13 @@ class Encoder:
     the built-in model's 250k-word vocabulary) never beside the model's own."""
 
     def __init__(self, model, identity: ModelIdentity, batch_size: int = 32, backend=None, *, load_model=None,
-                 load_query_encoder=None, load_token_counter=None):
+                 load_query_encoder=None, load_token_counter=None, load_token_states=None):
         self._model = model  # the sentence-transformers model: tokenizer, limits, and fp32/bf16/int8 encoding
         self._load_model = load_model
         self._load_query_encoder = load_query_encoder
         self._query_encoder = None
+        self._load_token_states = load_token_states
+        self._token_states = None
         self._load_token_counter = load_token_counter
         self._token_counter = None
         self._model_lock = threading.Lock()
@@ -103,6 +105,18 @@ class Encoder:
         with self._model_lock:
             self._model = None
             self._token_counter = None
+
+    @property
+    def token_states(self):
+        """The token_states.TokenStates of this model (query-time token recall), or None when the
+        folder's layout is not one it runs (a hub id, another architecture). It reads with the
+        numpy query encoder's tokenizer when there is one (one 250k-word vocabulary in memory)."""
+        if self._token_states is None and self._load_token_states is not None:
+            tokenizer = self.query_encoder.tokenizer if self._load_query_encoder is not None else None
+            with self._model_lock:
+                if self._token_states is None:
+                    self._token_states = self._load_token_states(tokenizer)
+        return self._token_states
 
     @property
     def query_encoder(self):
@@ -227,17 +241,47 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
     model on the first passages or token counts. So a query, or a run that embeds and chunks
     nothing, never imports torch. Anything else loads now."""
     path, built = _resolve_or_fail(spec, cache_dir)
-    if precision == "fp32" and supported_layout(Path(path)):  # None for a hub id or a missing path
+    layout = supported_layout(Path(path))  # None for a hub id or a missing path
+    if precision == "fp32" and layout:
         identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path))
         identity = replace(identity, precision=precision)
         return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device),
                        load_query_encoder=lambda: _query_encoder(spec, path, identity.dimension),
-                       load_token_counter=lambda: _token_counter(spec, path))
+                       load_token_counter=lambda: _token_counter(spec, path),
+                       load_token_states=lambda tokenizer: _token_states(path, layout, Path(cache_dir), identity, tokenizer))
     model = _sentence_transformer(spec, path, precision, device)
     identity = _identity_of_built(built) if built is not None else _identity_of_any(spec, model)
     identity = replace(identity, precision=precision)
     backend = _onnx_backend(path, Path(cache_dir), identity, model, batch_size) if precision == "int8-onnx" else None
-    return Encoder(model, identity, batch_size, backend)
+    load_token_states = (lambda tokenizer: _token_states(path, layout, Path(cache_dir), identity, tokenizer)) if layout else None
+    return Encoder(model, identity, batch_size, backend, load_token_states=load_token_states)
+
+
+def token_states_export_path(cache_dir: Path, identity: ModelIdentity) -> Path:
+    """Where the int8 ONNX export of `identity`'s weights lives: the int8-onnx backend's file."""
+    return Path(cache_dir) / "onnx" / f"{replace(identity, precision='int8-onnx').key}.onnx"
+
+
+def _token_states(path: str, max_length: int, cache_dir: Path, identity: ModelIdentity, tokenizer=None):
+    from rag_pipeline.embedding.token_states import TokenStates
+
+    onnx_path = token_states_export_path(cache_dir, identity)
+    return TokenStates(Path(path), max_length, onnx_path if onnx_path.is_file() else None, tokenizer=tokenizer)
+
+
+def export_token_states(settings=None) -> Path | None:
+    """Export the configured model to int8 ONNX for query-time token states (a minute, once per
+    model; scripts/install.sh runs it). None when the model is not a folder of the BERT + mean
+    pooling layout: its token recall is then not computed."""
+    from rag_pipeline.config import Settings
+    from rag_pipeline.embedding.onnx_backend import export_onnx_int8
+
+    settings = settings or Settings()
+    encoder = encoder_for(settings)
+    path, _ = _resolve_or_fail(settings.embedding_model, str(settings.model_cache_dir))
+    if not supported_layout(Path(path)):
+        return None
+    return export_onnx_int8(Path(path), token_states_export_path(settings.model_cache_dir, encoder.identity))
 
 
 def _load_error(spec: str, exc: BaseException) -> ModelLoadError:
@@ -324,7 +368,7 @@ def _onnx_backend(path: str, cache_dir: Path, identity: ModelIdentity, model, ba
             f"int8-onnx needs the model as a local folder (the built-in one or a path), not {path!r}: "
             "export reads its weights, and nothing downloads at run time"
         )
-    onnx_path = export_onnx_int8(Path(path), cache_dir / "onnx" / f"{identity.key}.onnx")
+    onnx_path = export_onnx_int8(Path(path), token_states_export_path(cache_dir, identity))
     return OnnxPassageEncoder(Path(path), onnx_path, int(model.max_seq_length), batch_size)
 
 

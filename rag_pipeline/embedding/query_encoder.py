@@ -174,7 +174,15 @@ class NumpyQueryEncoder:
             return self._encode(text)
 
     def _encode(self, text: str) -> np.ndarray:
-        ids = np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)
+        pooled = self._hidden(np.asarray(self.tokenizer.encode(text).ids, dtype=np.int64)).mean(0)
+        return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+
+    def hidden_states(self, ids: np.ndarray) -> np.ndarray:
+        """The last layer's state of each token id (query.token_recall reads them)."""
+        with self._blas():
+            return self._hidden(np.asarray(ids, dtype=np.int64))
+
+    def _hidden(self, ids: np.ndarray) -> np.ndarray:
         n = len(ids)
         w = self.w
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
@@ -199,8 +207,7 @@ class NumpyQueryEncoder:
             hidden = self._linear(x, p + "intermediate.dense")
             hidden = 0.5 * hidden * (1.0 + _erf(hidden / np.float32(math.sqrt(2.0))))  # exact (erf) GELU
             x = self._layer_norm(self._linear(hidden, p + "output.dense") + x, p + "output.LayerNorm")
-        pooled = x.mean(0)
-        return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
+        return x
 
 
 class TokenCounter:

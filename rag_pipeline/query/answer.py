@@ -35,13 +35,22 @@ GATE_FEATURES = (
     "cross_lingual",  # the best passage is in another language than the question: keyword evidence is void
     "cross_lingual_dense_z",  # ... so dense evidence must carry the decision alone
     "cross_lingual_translated_coverage",  # ... with the share of the question's dictionary renderings one sentence holds
+    "token_recall",  # how much of the question one sentence restates, token by token, in any language (query.token_recall)
 )
+
+
+# What the gate reads for token_recall when the model gives no token states (`null` in the evidence:
+# a folder that is not the BERT + mean pooling layout): the mean over the cases the shipped weights
+# were fitted on (bench/refusal_gate.py prints it), so its absence neither opens nor shuts the gate.
+TOKEN_RECALL_WHEN_MISSING = 0.8027
 
 
 def gate_features(evidence: dict) -> list[float]:
     cross = float(bool(evidence.get("cross_lingual")))
+    recall = evidence.get("token_recall")
     values = {
         **evidence,
+        "token_recall": TOKEN_RECALL_WHEN_MISSING if recall is None else recall,
         "cross_lingual": cross,
         "cross_lingual_dense_z": cross * evidence.get("dense_z", 0.0),
         "cross_lingual_translated_coverage": cross * evidence.get("translated_sentence_coverage", 0.0),
@@ -61,8 +70,8 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (2.012, 2.9299, 0.1246, 0.38, 0.4782, 0.2491, 1.1864)
-    intercept: float = -3.276
+    weights: tuple[float, ...] = (2.0864, 1.3134, 0.0284, 0.2473, 1.5932, 0.1917, 1.3036, 16.1087)
+    intercept: float = -15.4175
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
     refuse_missing_number: bool = True  # the question asks for a number and the quote states none (quote_states_number)

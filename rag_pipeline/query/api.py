@@ -38,6 +38,7 @@ from rag_pipeline.query.retrieve import (
     dense_arm, group_coverage, idf_weights, keyword_arm, lexical_coverage, query_terms, rendering_weights, terms_arm,
 )
 from rag_pipeline.query.rewrite import rewrite_query
+from rag_pipeline.query.token_recall import token_recall
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -135,6 +136,7 @@ class RagIndex:
         self.rerank_top_n = rerank_top_n
         self.translate_queries = True  # the dictionary-translated keyword arm of `hybrid` (off: ablation)
         self.rewrite_queries = True  # conversational wrapper removed before retrieval (off: ablation)
+        self.token_recall = True  # the gate's token recall evidence (off: ablation and its cost; the gate reads 0)
         self.term_counting = "vocabulary"  # one of TERM_COUNTING; all give the same counts
         self.chunks = lake.open_published(s.CHUNKS, manifest)
         self._term_stats = None  # opened on first need: a filter admitting every chunk of a large generation
@@ -383,6 +385,17 @@ class RagIndex:
                 self._sentence_cache[unit] = np.asarray(vec, dtype=np.float32)
         return np.stack([self._sentence_cache[u] for u in sentences])
 
+    def _token_recall(self, query: str, top: list[dict]) -> float | None:
+        """How much of the question the best sentence of the first context passage restates, token
+        by token (query.token_recall); None when the model's folder gives no token states."""
+        states = self.encoder.token_states if self.token_recall else None
+        if states is None:
+            return None
+        if not top:
+            return 0.0
+        identity = self.encoder.identity
+        return token_recall(states, query, top[0]["text"], identity.query_prompt, identity.passage_prompt)
+
     def ask(self, question: str, k: int = 5, principal: Principal | None = None, where: str | None = None) -> Answer:
         """A cited answer from the chunks the principal may read, or a refusal.
 
@@ -398,6 +411,7 @@ class RagIndex:
             **evidence,
             "sentence_coverage": round(best_sentence_coverage(query, top, weights), 3),
             "translated_sentence_coverage": round(best_sentence_coverage(query, top, rendered[1], rendered[0]), 3) if rendered else 0.0,
+            "token_recall": self._token_recall(query, top),
         }
         if query != question:
             evidence["rewritten_query"] = query

@@ -141,9 +141,12 @@ def test_the_rule_never_refuses_a_golden_answer_that_held_the_fact(sample_index,
         assert not answer.refused, (q["id"], answer.reason)
     unanswerable = sample_index.ask("北风机器人有多少名员工？")  # the handbook names its offices, never a headcount
     assert unanswerable.refused and unanswerable.reason == NUMBER_REASON
-    in_dollars = sample_index.ask("What is the list price of the X-2000 in US dollars?")  # the price list states CNY only
+    # the rules alone (the logistic gate may refuse it first): the price list states CNY only
+    monkeypatch.setattr(sample_index, "policy", dataclasses.replace(rule_on, min_score=float("-inf")))
+    in_dollars = sample_index.ask("What is the list price of the X-2000 in US dollars?")
     assert in_dollars.refused and in_dollars.evidence["asked_measures"] == ["US dollars"], in_dollars.reason
     assert in_dollars.reason == "the question asks for a figure in US dollars and no passage you may read states one"
+    monkeypatch.setattr(sample_index, "policy", rule_on)
     in_yuan = sample_index.ask("What is the list price of the X-2000 in CNY?")
     assert not in_yuan.refused and "168000" in in_yuan.answer, in_yuan.reason
 

@@ -1,0 +1,72 @@
+"""Last-layer token states of the embedding model, for token recall (query/token_recall.py).
+
+From the int8 ONNX export of the model (`onnx_backend.export_onnx_int8`, the file the int8-onnx
+passage backend uses; made once by scripts/install.sh or `export_token_states`) at ~5-20 ms a
+passage on one thread; without it, from the numpy query encoder (fp32, several times slower).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+
+_WORD = re.compile(r"[0-9A-Za-z\u3400-\u4dbf\u4e00-\u9fff]")  # a token that holds a letter, digit or CJK character
+
+
+def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: str, prompt_length: int):
+    """(L2-normalized states, character spans in `text`) of the tokens of `text` that hold a word
+    character: special tokens, the prompt's tokens and punctuation are dropped."""
+    keep, spans = [], []
+    for i, (a, b) in enumerate(offsets):
+        a, b = a - prompt_length, b - prompt_length
+        if a >= 0 and b > a and _WORD.search(text[a:b]):
+            keep.append(i)
+            spans.append((a, b))
+    states = hidden[keep].astype(np.float32)
+    norms = np.linalg.norm(states, axis=1, keepdims=True)
+    return states / np.clip(norms, 1e-12, None), np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+
+
+class TokenStates:
+    """Last-layer token states of one model folder, by the ONNX export when given, else numpy."""
+
+    def __init__(self, folder: Path, max_length: int, onnx_path: Path | None = None, tokenizer=None):
+        """`tokenizer`: the folder's `tokenizers.Tokenizer`, unpadded and truncated at `max_length`
+        (the query encoder's), else it is loaded here."""
+        if tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(max_length=max_length)
+        self.tokenizer = tokenizer
+        self.backend = "onnx-int8" if onnx_path is not None else "numpy-fp32"
+        self._lock = threading.Lock()  # one ONNX session / numpy model, called from server threads
+        if onnx_path is not None:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1  # one short sequence: a second thread measured slower on 2 shared cores
+            options.inter_op_num_threads = 1
+            self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            self._numpy = None
+        else:
+            from rag_pipeline.embedding.query_encoder import NumpyQueryEncoder
+
+            self._session = None
+            self._numpy = NumpyQueryEncoder(folder, max_length)  # its own tokenizer: a second copy on this slow path
+
+    def states(self, text: str, prompt: str):
+        """(normalized word-token states, their character spans in `text`) of `prompt + text`."""
+        encoding = self.tokenizer.encode(prompt + text)
+        ids = np.asarray([encoding.ids], dtype=np.int64)
+        with self._lock:
+            if self._session is not None:
+                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0]
+            else:
+                hidden = self._numpy.hidden_states(ids[0])
+        return word_token_states(hidden, encoding.offsets, text, len(prompt))
+

@@ -1,0 +1,55 @@
+"""Token recall: how much of the question one sentence of the first context passage restates.
+
+The gate's other evidence reads words (keyword and sentence coverage: void across languages and
+for paraphrases) or whole-passage vectors (on topic, not "the asked fact is here"). BERTScore
+recall (Zhang et al., ICLR 2020) reads the embedding model's own last-layer token states: each
+question token's best cosine to a token of a sentence, averaged over the question's word tokens,
+the best sentence of the first passage `ask` quotes from. The passage is read whole (its tokens
+keep their context) and only the sentence's tokens are compared. Multilingual states align across
+languages, so "鸭子在生物分类上属于哪个科？" finds "Ducks are in the family Anatidae".
+Measured before it was built: bench/README.md, "Token alignment as gate evidence".
+
+The states: embedding/token_states.py. A model folder it cannot run (not the BERT + mean pooling
+layout) gives none, and the evidence records `token_recall: null` (the gate reads it as 0).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+_SENTENCE_END = re.compile(r"[。！？!?；;]+|\.(?=\s)|\n+")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences (and lines) of `text`."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        if text[start:m.end()].strip():
+            spans.append((start, m.end()))
+        start = m.end()
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    return spans
+
+
+def best_sentence_recall(question: np.ndarray, passage: np.ndarray, passage_spans: np.ndarray, text: str) -> float:
+    """Max over the sentences of `text` of the mean over question tokens of the best cosine to one
+    of the sentence's tokens (rows L2-normalized)."""
+    if not len(question) or not len(passage):
+        return 0.0
+    cosines = question @ passage.T  # question tokens × passage tokens
+    best = 0.0
+    for a, b in sentence_spans(text):
+        inside = (passage_spans[:, 0] >= a) & (passage_spans[:, 1] <= b)
+        if inside.any():
+            best = max(best, float(cosines[:, inside].max(1).mean()))
+    return best
+
+
+def token_recall(states, question: str, passage: str, query_prompt: str, passage_prompt: str) -> float:
+    """Best-sentence token recall of `question` in `passage` (`states`: embedding.token_states.TokenStates)."""
+    q_states, _ = states.states(question, query_prompt)
+    p_states, p_spans = states.states(passage, passage_prompt)
+    return round(best_sentence_recall(q_states, p_states, p_spans, passage), 4)
