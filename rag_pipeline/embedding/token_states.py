@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +31,14 @@ def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: 
     return states / np.clip(norms, 1e-12, None), np.asarray(spans, dtype=np.int64).reshape(-1, 2)
 
 
+PASSAGES_CACHED = 128  # passages' states kept in-process (~0.25 MB each): a chunk asked about again costs nothing
+
+
 class TokenStates:
-    """Last-layer token states of one model folder, by the ONNX export when given, else numpy."""
+    """Last-layer token states of one model folder, by the ONNX export when given, else numpy.
+
+    A passage's states are kept for the next question that quotes it (an LRU of PASSAGES_CACHED):
+    identical to computing them again, so an answer does not depend on what was asked before."""
 
     def __init__(self, folder: Path, max_length: int, onnx_path: Path | None = None, tokenizer=None):
         """`tokenizer`: the folder's `tokenizers.Tokenizer`, unpadded and truncated at `max_length`
@@ -45,6 +52,7 @@ class TokenStates:
         self.tokenizer = tokenizer
         self.backend = "onnx-int8" if onnx_path is not None else "numpy-fp32"
         self._lock = threading.Lock()  # one ONNX session / numpy model, called from server threads
+        self._cached: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
         if onnx_path is not None:
             import onnxruntime as ort
 
@@ -59,8 +67,24 @@ class TokenStates:
             self._session = None
             self._numpy = NumpyQueryEncoder(folder, max_length)  # its own tokenizer: a second copy on this slow path
 
-    def states(self, text: str, prompt: str):
-        """(normalized word-token states, their character spans in `text`) of `prompt + text`."""
+    def states(self, text: str, prompt: str, cache: bool = False):
+        """(normalized word-token states, their character spans in `text`) of `prompt + text`;
+        `cache`: keep them for the next call with the same text (passages, not questions)."""
+        key = (prompt, text)
+        if cache:
+            with self._lock:
+                if key in self._cached:
+                    self._cached.move_to_end(key)
+                    return self._cached[key]
+        found = self._compute(text, prompt)
+        if cache:
+            with self._lock:
+                self._cached[key] = found
+                while len(self._cached) > PASSAGES_CACHED:
+                    self._cached.popitem(last=False)
+        return found
+
+    def _compute(self, text: str, prompt: str):
         encoding = self.tokenizer.encode(prompt + text)
         ids = np.asarray([encoding.ids], dtype=np.int64)
         with self._lock:

@@ -82,3 +82,17 @@ def test_ask_records_token_recall_and_the_gate_weighs_it(sample_index):
     assert off_topic.evidence["token_recall"] < recall
     policy = RefusalPolicy()
     assert len(policy.weights) == len(GATE_FEATURES) and policy.weights[GATE_FEATURES.index("token_recall")] > 0
+
+
+def test_a_passage_asked_about_again_reads_from_the_cache_with_the_same_states(model):
+    encoder, _ = model
+    states, identity = encoder.token_states, encoder.identity
+    question, passage, _ = PAIRS[1]
+    passage = passage + " (cache probe)"  # a text no other test asked about
+    first = token_recall(states, question, passage, identity.query_prompt, identity.passage_prompt)
+    computed = states.states(passage, identity.passage_prompt, cache=True)
+    again = states.states(passage, identity.passage_prompt, cache=True)
+    assert again is computed  # served from the cache, not computed again
+    fresh = states._compute(passage, identity.passage_prompt)
+    assert np.array_equal(fresh[0], computed[0]) and np.array_equal(fresh[1], computed[1])
+    assert token_recall(states, question, passage, identity.query_prompt, identity.passage_prompt) == first
