@@ -1,7 +1,7 @@
 """Warm `ask` latency on an index: p50 / p95 / max over the golden questions, as a table.
 
     .venv/bin/python bench/ask_latency.py --lake /path/to/lake [--golden data/golden/sample_golden.jsonl]
-        [--search] [--term-counting vocabulary|batched|per-term]
+        [--search] [--term-counting vocabulary|batched|per-term] [--no-token-recall | --cold-passages]
 
 `--search` also times `search` (hybrid, k=10) on each question, just before its `ask`.
 `--term-counting` picks how permitted document frequencies are counted (api.TERM_COUNTING;
@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=1, help="timed calls per question")
     p.add_argument("--search", action="store_true", help="time search (hybrid, k=10) too")
     p.add_argument("--term-counting", default=None, help="api.TERM_COUNTING (default: the index's)")
-    p.add_argument("--no-token-recall", action="store_true", help="without the gate's token recall (its cost; the gate reads 0)")
+    p.add_argument("--no-token-recall", action="store_true", help="without the gate's token recall (its cost; the gate reads its fitted mean)")
+    p.add_argument("--cold-passages", action="store_true", help="forget the passages' token states before each call (as if no chunk repeated)")
     args = p.parse_args(argv)
 
     questions = [q["question"] for q in load_golden(Path(args.golden))][: args.limit]
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 index.search(question, mode="hybrid", k=10)
                 timings.setdefault("search", []).append((time.perf_counter() - started) * 1000)
                 cpu.setdefault("search", []).append((time.process_time() - cpu_started) * 1000)
+            if args.cold_passages and index.encoder.token_states is not None:
+                index.encoder.token_states.forget()
             started, cpu_started = time.perf_counter(), time.process_time()
             answer = index.ask(question)
             kind = "refused" if answer.refused else "answered"
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     timings["all"] = timings["answered"] + timings["refused"]
     cpu["all"] = cpu["answered"] + cpu["refused"]
     timings["search"], cpu["search"] = timings.pop("search", []), cpu.pop("search", [])
-    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}, token recall {'on' if index.token_recall else 'off'}")
+    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}, token recall {'off' if not index.token_recall else 'on, cold passages' if args.cold_passages else 'on'}")
     print("| calls | n | p50 ms | p95 ms | mean ms | max ms | CPU p50 ms |")
     print("|---|---|---|---|---|---|---|")
     for name, values in timings.items():

@@ -84,6 +84,11 @@ class TokenStates:
                     self._cached.popitem(last=False)
         return found
 
+    def forget(self) -> None:
+        """Drop the kept passages' states (bench/ask_latency.py --cold-passages)."""
+        with self._lock:
+            self._cached.clear()
+
     def _compute(self, text: str, prompt: str):
         encoding = self.tokenizer.encode(prompt + text)
         ids = np.asarray([encoding.ids], dtype=np.int64)
