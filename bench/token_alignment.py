@@ -13,14 +13,12 @@ and passage; the product computes the last layer's over the first context passag
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
+from rag_pipeline.embedding.token_states import WORD_TOKEN
 from rag_pipeline.query.token_recall import sentence_spans
 
 LAYERS = (4, 8, 10, 12)  # 12 = the last layer; SimAlign found middle layers of XLM-R align words best
-_WORD = re.compile(r"[0-9A-Za-z\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 def recall(question: np.ndarray, passage: np.ndarray) -> float:
@@ -51,7 +49,7 @@ class TokenAligner:
             with self.torch.no_grad():
                 out = self.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True)
             offsets = enc["offset_mapping"][0].numpy() - len(prompt)
-            keep = [i for i, (a, b) in enumerate(offsets) if a >= 0 and b > a and _WORD.search(text[a:b])]
+            keep = [i for i, (a, b) in enumerate(offsets) if a >= 0 and b > a and WORD_TOKEN.search(text[a:b])]
             layers = {}
             for layer in self.layers:
                 h = out.hidden_states[layer][0].numpy()[keep]

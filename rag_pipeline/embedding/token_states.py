@@ -1,8 +1,9 @@
 """Last-layer token states of the embedding model, for token recall (query/token_recall.py).
 
 From the int8 ONNX export of the model (`onnx_backend.export_onnx_int8`, the file the int8-onnx
-passage backend uses; made once by scripts/install.sh or `export_token_states`) at ~5-20 ms a
-passage on one thread; without it, from the numpy query encoder (fp32, several times slower).
+passage backend uses; made once by scripts/install.sh or `export_token_states`), one thread: ~70 ms
+for a 170-token passage on a busy 2-core machine (bench/README.md, "Token recall in the gate");
+without it, from the numpy query encoder (fp32, several times slower).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-_WORD = re.compile(r"[0-9A-Za-z\u3400-\u4dbf\u4e00-\u9fff]")  # a token that holds a letter, digit or CJK character
+WORD_TOKEN = re.compile(r"[0-9A-Za-z\u3400-\u4dbf\u4e00-\u9fff]")  # a token that holds a letter, digit or CJK character
 
 
 def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: str, prompt_length: int):
@@ -23,7 +24,7 @@ def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: 
     keep, spans = [], []
     for i, (a, b) in enumerate(offsets):
         a, b = a - prompt_length, b - prompt_length
-        if a >= 0 and b > a and _WORD.search(text[a:b]):
+        if a >= 0 and b > a and WORD_TOKEN.search(text[a:b]):
             keep.append(i)
             spans.append((a, b))
     states = hidden[keep].astype(np.float32)

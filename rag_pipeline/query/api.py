@@ -136,7 +136,7 @@ class RagIndex:
         self.rerank_top_n = rerank_top_n
         self.translate_queries = True  # the dictionary-translated keyword arm of `hybrid` (off: ablation)
         self.rewrite_queries = True  # conversational wrapper removed before retrieval (off: ablation)
-        self.token_recall = True  # the gate's token recall evidence (off: ablation and its cost; the gate reads 0)
+        self.token_recall = True  # the gate's token recall evidence (off: ablation and its cost; the gate reads its fitted mean)
         self.term_counting = "vocabulary"  # one of TERM_COUNTING; all give the same counts
         self.chunks = lake.open_published(s.CHUNKS, manifest)
         self._term_stats = None  # opened on first need: a filter admitting every chunk of a large generation

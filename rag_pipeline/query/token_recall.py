@@ -10,7 +10,8 @@ languages, so "鸭子在生物分类上属于哪个科？" finds "Ducks are in t
 Measured before it was built: bench/README.md, "Token alignment as gate evidence".
 
 The states: embedding/token_states.py. A model folder it cannot run (not the BERT + mean pooling
-layout) gives none, and the evidence records `token_recall: null` (the gate reads it as 0).
+layout) gives none, and the evidence records `token_recall: null` (the gate reads it as the fitted
+cases' mean: answer.TOKEN_RECALL_WHEN_MISSING).
 """
 
 from __future__ import annotations
