@@ -116,7 +116,7 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return erf(x)
 
 
-def _one_blas_thread():
+def one_blas_thread():
     """A context that runs numpy's matrix products on one thread. On this project's shared 2-core
     machines OpenBLAS's spinning worker threads made one query take 0.5-2 s under load instead of
     ~18 ms; a query's products are small, so one thread loses nothing when the machine is idle.
@@ -150,7 +150,7 @@ class NumpyQueryEncoder:
         if missing:
             raise ValueError(f"model.safetensors lacks {missing[0]} (and {len(missing) - 1} more)")
         self.dimension = int(self.w["embeddings.word_embeddings.weight"].shape[1])
-        self._blas = _one_blas_thread()
+        self._blas = one_blas_thread()
 
     def _names(self):
         yield from ("embeddings.word_embeddings.weight", "embeddings.position_embeddings.weight",

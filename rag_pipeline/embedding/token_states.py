@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_pipeline.embedding.query_encoder import one_blas_thread
+
 WORD_TOKEN = re.compile(r"[0-9A-Za-z\u3400-\u4dbf\u4e00-\u9fff]")  # a token that holds a letter, digit or CJK character
 
 
@@ -54,6 +56,9 @@ class TokenStates:
         self.backend = "onnx-int8" if onnx_path is not None else "numpy-fp32"
         self._lock = threading.Lock()  # one ONNX session / numpy model, called from server threads
         self._cached: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        # The recall's products (question × passage tokens) are small: on OpenBLAS's default threads
+        # they cost a second core's spinning (ask's CPU time 98 ms for 66 ms of wall clock).
+        self.one_blas_thread = one_blas_thread()
         if onnx_path is not None:
             import onnxruntime as ort
 
@@ -84,6 +89,26 @@ class TokenStates:
                 while len(self._cached) > PASSAGES_CACHED:
                     self._cached.popitem(last=False)
         return found
+
+    def sentence_vectors(self, texts: list[str], prompt: str) -> np.ndarray | None:
+        """Unit mean-pooled vectors of `prompt + text` (the model's text embedding) from the int8
+        graph; None on the numpy path (fp32, one text at a time: slower than the model itself) or for no texts.
+
+        For the few short sentences an answer weighs at query time (api.RagIndex._sentence_vectors):
+        27 sentences in ~150 ms where the torch model costs ~280 ms warm and ~5 s to load into the
+        query process (bench/README.md, "Sentence vectors at query time"). One text a run: batch
+        partners would change int8's activation scales, so a sentence's vector, cached by its text,
+        would depend on what it was first encoded with."""
+        if self._session is None or not texts:
+            return None
+        rows = []
+        for text in texts:
+            ids = np.asarray([self.tokenizer.encode(prompt + text).ids], dtype=np.int64)
+            with self._lock:
+                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0]
+            pooled = hidden.mean(0)
+            rows.append(pooled / max(float(np.linalg.norm(pooled)), 1e-12))
+        return np.asarray(rows, dtype=np.float32)
 
     def forget(self) -> None:
         """Drop the kept passages' states (bench/ask_latency.py --cold-passages)."""

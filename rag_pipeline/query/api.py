@@ -379,7 +379,7 @@ class RagIndex:
         """Passage vectors of answer sentences, cached in-process by text (only the fallback encodes)."""
         missing = [u for u in dict.fromkeys(sentences) if u not in self._sentence_cache]
         if missing:
-            for unit, vec in zip(missing, self.encoder.encode_passages(missing)):
+            for unit, vec in zip(missing, self.encoder.encode_sentences(missing)):
                 if len(self._sentence_cache) >= SENTENCE_CACHE:
                     self._sentence_cache.pop(next(iter(self._sentence_cache)))
                 self._sentence_cache[unit] = np.asarray(vec, dtype=np.float32)

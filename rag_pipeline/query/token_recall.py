@@ -51,6 +51,7 @@ def best_sentence_recall(question: np.ndarray, passage: np.ndarray, passage_span
 
 def token_recall(states, question: str, passage: str, query_prompt: str, passage_prompt: str) -> float:
     """Best-sentence token recall of `question` in `passage` (`states`: embedding.token_states.TokenStates)."""
-    q_states, _ = states.states(question, query_prompt)
-    p_states, p_spans = states.states(passage, passage_prompt, cache=True)
-    return round(best_sentence_recall(q_states, p_states, p_spans, passage), 4)
+    with states.one_blas_thread():
+        q_states, _ = states.states(question, query_prompt)
+        p_states, p_spans = states.states(passage, passage_prompt, cache=True)
+        return round(best_sentence_recall(q_states, p_states, p_spans, passage), 4)

@@ -96,3 +96,18 @@ def test_a_passage_asked_about_again_reads_from_the_cache_with_the_same_states(m
     fresh = states._compute(passage, identity.passage_prompt)
     assert np.array_equal(fresh[0], computed[0]) and np.array_equal(fresh[1], computed[1])
     assert token_recall(states, question, passage, identity.query_prompt, identity.passage_prompt) == first
+
+
+def test_answer_sentences_are_encoded_by_the_int8_graph_as_the_model_encodes_them(model):
+    """`ask` scores a cross-lingual answer's sentences by their vectors: from the token states' graph,
+    close to the model's own, the same whatever a sentence is encoded with (it is cached by text)."""
+    encoder, numpy_states = model
+    sentences = [holds for _, holds, _ in PAIRS] + ["R-500 重 3 公斤。"]
+    fast = encoder.encode_sentences(sentences)
+    exact = encoder.encode_passages(sentences)
+    assert fast.shape == exact.shape
+    assert np.all((fast * exact).sum(1) > 0.99)
+    alone = encoder.encode_sentences(sentences[-1:])
+    assert np.array_equal(alone[0], fast[-1])  # a text's vector does not depend on its batch partners
+    assert numpy_states.sentence_vectors(sentences, encoder.identity.passage_prompt) is None  # numpy: the model encodes
+    assert encoder.encode_sentences([]).shape == (0, encoder.identity.dimension)
