@@ -3,7 +3,7 @@
     rag eval --dataset ../shared/bench/xquad-zh --mode all
     rag eval --dataset ../shared/bench/xquad-zh --queries ../shared/bench/xquad-zh/queries_en.jsonl
     rag eval --golden [FILE] [--lake DIR] [--json]
-    rag calibrate [--golden FILE] [--lake DIR] [--dry-run] [--json]
+    rag calibrate [--golden FILE] [--lake DIR] [--dry-run] [--force] [--json]
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ def register(sub) -> None:
         help="how many false refusals one false answer is worth (default 1; raise it to refuse more readily)",
     )
     c.add_argument("--dry-run", action="store_true", help="report, do not save")
+    c.add_argument(
+        "--force", action="store_true",
+        help="save the refit even when its leave-one-out error is not below the current gate's",
+    )
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=cmd_calibrate)
 
@@ -94,7 +98,8 @@ def cmd_calibrate(args) -> int:
 
     index = RagIndex.open(args.lake)
     record = calibrate(index, load_golden(Path(args.golden)), Path(args.golden), args.false_answer_cost)
-    saved = None if args.dry_run else str(index.lake.write_refusal_policy(record))
+    keep = args.dry_run or not (record["replaces"]["better"] or args.force)
+    saved = None if keep else str(index.lake.write_refusal_policy(record))
     print(json.dumps({**record, "saved_to": saved}, indent=2, ensure_ascii=False) if args.json else format_calibration(record, saved))
     return 0
 

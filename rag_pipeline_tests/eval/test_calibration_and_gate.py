@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rag_pipeline.eval.calibrate import fit, leave_one_out, outcome, tradeoff
+from rag_pipeline.eval.calibrate import calibrate, fit, leave_one_out, outcome, tradeoff
 from rag_pipeline.eval.gate import compare, eligible
 from rag_pipeline.query.answer import RefusalPolicy
 
@@ -55,6 +55,35 @@ def test_tradeoff_front_is_monotone_and_costly_false_answers_refuse_more():
     assert outcome(overlapping, cautious)[1] <= outcome(overlapping, cheap)[1]
 
 
+class _RecordedIndex:
+    """Stands in for RagIndex in `calibrate`: replays recorded evidence (the CLI test below runs the real one)."""
+
+    def __init__(self, samples, policy):
+        self.by_question, self.policy = {s["id"]: s["evidence"] for s in samples}, policy
+        self.manifest = {"model": {"key": "m"}, "generation": "g1"}
+
+    def ask(self, question):
+        return type("Answer", (), {"evidence": self.by_question[question]})()
+
+
+def _calibrate(samples, policy, tmp_path):
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("")
+    questions = [{"id": s["id"], "question": s["id"], "answerable": s["answerable"]} for s in samples]
+    return calibrate(_RecordedIndex(samples, policy), questions, golden)
+
+
+def test_a_refit_replaces_the_gate_only_when_its_leave_one_out_error_is_lower(tmp_path):
+    refuse_all = RefusalPolicy(intercept=-100.0)
+    better = _calibrate(SEPARABLE, refuse_all, tmp_path)["replaces"]
+    assert better == {"refit_leave_one_out_error": 0.0, "current_error": 1.0, "better": True}
+    # labels unrelated to the evidence: a refit cannot be expected to generalize, and the gate that
+    # was fitted on these very questions looks better on them than any refit does unseen
+    noisy = [_sample(i, i % 3 == 0, (i * 7 % 10) / 10, 2.0 + (i * 3 % 7) / 2) for i in range(30)]
+    verdict = _calibrate(noisy, fit(noisy), tmp_path)["replaces"]
+    assert not verdict["better"] and verdict["refit_leave_one_out_error"] > verdict["current_error"]
+
+
 def test_a_policy_fitted_over_other_features_is_not_used():
     assert RefusalPolicy.from_record({"min_lexical_coverage": 0.4, "min_dense_margin": 0.1}) is None
     policy = RefusalPolicy((1.0,) * 6, -2.0, 0.5)
@@ -101,6 +130,10 @@ def test_rag_calibrate_stores_the_policy_with_the_index_and_queries_use_it(index
     lake = tmp_path / "lake"
     shutil.copytree(indexed_sample["lake"], lake)  # the shared session lake stays uncalibrated
     assert cli.main(["calibrate", "--lake", str(lake), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    # stored only when its leave-one-out error beats the current (shipped) gate on these questions
+    assert (record["saved_to"] is not None) == record["replaces"]["better"] == (lake / "refusal_policy.json").exists()
+    assert cli.main(["calibrate", "--lake", str(lake), "--json", "--force"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["saved_to"] == str(lake / "refusal_policy.json")
     assert record["fitted_on"]["questions"] >= 40 and record["tradeoff"]
