@@ -127,13 +127,6 @@ class Encoder:
                     self._query_encoder = self._load_query_encoder()
         return self._query_encoder
 
-    def encode_sentences(self, texts: list[str]) -> np.ndarray:
-        """Passage vectors of a few short texts at query time: from the token states' int8 graph when
-        it runs (no torch in the query process), else as `encode_passages`."""
-        states = self.token_states
-        vectors = states.sentence_vectors(texts, self.identity.passage_prompt) if states is not None else None
-        return self.encode_passages(texts) if vectors is None else vectors
-
     def encode_passages(
         self, texts: list[str], show_progress: bool = False, on_batch: Callable[[int], None] | None = None
     ) -> np.ndarray:

@@ -35,13 +35,15 @@ def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: 
 
 
 PASSAGES_CACHED = 128  # passages' states kept in-process (~0.25 MB each): a chunk asked about again costs nothing
+SENTENCES_CACHED = 2048  # answer sentences' states, read alone (~40 KB each): the candidates of the next answers
 
 
 class TokenStates:
     """Last-layer token states of one model folder, by the ONNX export when given, else numpy.
 
-    A passage's states are kept for the next question that quotes it (an LRU of PASSAGES_CACHED):
-    identical to computing them again, so an answer does not depend on what was asked before."""
+    Passages' and sentences' states are kept for the next question that reads them (an LRU of
+    PASSAGES_CACHED and one of SENTENCES_CACHED): identical to computing them again, so an answer
+    does not depend on what was asked before."""
 
     def __init__(self, folder: Path, max_length: int, onnx_path: Path | None = None, tokenizer=None):
         """`tokenizer`: the folder's `tokenizers.Tokenizer`, unpadded and truncated at `max_length`
@@ -55,7 +57,10 @@ class TokenStates:
         self.tokenizer = tokenizer
         self.backend = "onnx-int8" if onnx_path is not None else "numpy-fp32"
         self._lock = threading.Lock()  # one ONNX session / numpy model, called from server threads
-        self._cached: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._cached: dict[str, OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]]] = {
+            "passage": OrderedDict(), "sentence": OrderedDict(),
+        }
+        self._limits = {"passage": PASSAGES_CACHED, "sentence": SENTENCES_CACHED}
         # The recall's products (question × passage tokens) are small: on OpenBLAS's default threads
         # they cost a second core's spinning (ask's CPU time 98 ms for 66 ms of wall clock).
         self.one_blas_thread = one_blas_thread()
@@ -73,47 +78,30 @@ class TokenStates:
             self._session = None
             self._numpy = NumpyQueryEncoder(folder, max_length)  # its own tokenizer: a second copy on this slow path
 
-    def states(self, text: str, prompt: str, cache: bool = False):
+    def states(self, text: str, prompt: str, cache: str | None = None):
         """(normalized word-token states, their character spans in `text`) of `prompt + text`;
-        `cache`: keep them for the next call with the same text (passages, not questions)."""
+        `cache` ("passage" or "sentence"): keep them for the next call with the same text (not for
+        questions, which rarely repeat)."""
         key = (prompt, text)
-        if cache:
+        kept = self._cached[cache] if cache else None
+        if kept is not None:
             with self._lock:
-                if key in self._cached:
-                    self._cached.move_to_end(key)
-                    return self._cached[key]
+                if key in kept:
+                    kept.move_to_end(key)
+                    return kept[key]
         found = self._compute(text, prompt)
-        if cache:
+        if kept is not None:
             with self._lock:
-                self._cached[key] = found
-                while len(self._cached) > PASSAGES_CACHED:
-                    self._cached.popitem(last=False)
+                kept[key] = found
+                while len(kept) > self._limits[cache]:
+                    kept.popitem(last=False)
         return found
 
-    def sentence_vectors(self, texts: list[str], prompt: str) -> np.ndarray | None:
-        """Unit mean-pooled vectors of `prompt + text` (the model's text embedding) from the int8
-        graph; None on the numpy path (fp32, one text at a time: slower than the model itself) or for no texts.
-
-        For the few short sentences an answer weighs at query time (api.RagIndex._sentence_vectors):
-        27 sentences in ~150 ms where the torch model costs ~280 ms warm and ~5 s to load into the
-        query process (bench/README.md, "Sentence vectors at query time"). One text a run: batch
-        partners would change int8's activation scales, so a sentence's vector, cached by its text,
-        would depend on what it was first encoded with."""
-        if self._session is None or not texts:
-            return None
-        rows = []
-        for text in texts:
-            ids = np.asarray([self.tokenizer.encode(prompt + text).ids], dtype=np.int64)
-            with self._lock:
-                hidden = self._session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0][0]
-            pooled = hidden.mean(0)
-            rows.append(pooled / max(float(np.linalg.norm(pooled)), 1e-12))
-        return np.asarray(rows, dtype=np.float32)
-
     def forget(self) -> None:
-        """Drop the kept passages' states (bench/ask_latency.py --cold-passages)."""
+        """Drop the kept passages' and sentences' states (bench/ask_latency.py --cold-passages)."""
         with self._lock:
-            self._cached.clear()
+            for kept in self._cached.values():
+                kept.clear()
 
     def _compute(self, text: str, prompt: str):
         encoding = self.tokenizer.encode(prompt + text)

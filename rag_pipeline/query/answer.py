@@ -333,7 +333,7 @@ def select_sentences(
     question: str,
     hits: list[dict],
     term_weights: dict[str, float],
-    dense_scores=None,
+    model_scores=None,
     max_sentences: int = 2,
     cross_lingual: bool = False,
 ) -> list[tuple[int, str]]:
@@ -347,7 +347,8 @@ def select_sentences(
     A quote is never repeated: overlapping chunks hold the same sentence, kept once (first, best-
     ranked occurrence). When the best passage is in another language than the question
     (`cross_lingual`), or no sentence shares a single term with it (a pure paraphrase),
-    `dense_scores(sentences)` — the embedding similarity, which costs an encode — decides: shared
+    `model_scores(sentences)` — how much of the question each sentence restates, read by the model
+    (api.RagIndex._sentence_scores: token recall), which costs a short run per new sentence — decides: shared
     terms across languages are names and numbers, not the asked fact (XQuAD en→zh: the quote held
     the answer 0.10 of the time by terms). Without it the best-ranked chunk's first sentences are quoted.
     Otherwise a question word also counts when a sentence holds its dictionary rendering
@@ -364,8 +365,8 @@ def select_sentences(
     if translation:
         groups, found, scores = _sentence_coverages(groups, candidates, term_weights, translation.aligned(groups), RENDERED_CONCEPT_SHARE)
     if cross_lingual or max(scores, default=0.0) <= 0.0:
-        if dense_scores is not None:
-            scores = [float(x) for x in dense_scores([unit for _, _, unit in candidates])]
+        if model_scores is not None:
+            scores = [float(x) for x in model_scores([unit for _, _, unit in candidates])]
         found = [[0.0] * len(groups) for _ in candidates]
     picked: list[int] = []
     covered = [0.0] * len(groups)

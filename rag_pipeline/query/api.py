@@ -38,7 +38,7 @@ from rag_pipeline.query.retrieve import (
     dense_arm, group_coverage, idf_weights, keyword_arm, lexical_coverage, query_terms, rendering_weights, terms_arm,
 )
 from rag_pipeline.query.rewrite import rewrite_query
-from rag_pipeline.query.token_recall import token_recall
+from rag_pipeline.query.token_recall import sentence_recalls, token_recall
 from rag_pipeline.query.translate import translate_query
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
@@ -56,7 +56,7 @@ KEYWORD_FULL_TRUST_COVERAGE = 0.5  # keyword hit weight = min(1, coverage / this
 TRANSLATED_ARM_WEIGHT = 1.0
 TRANSLATED_FULL_TRUST_COVERAGE = 1.0
 BACKGROUND_SAMPLE = 512
-SENTENCE_CACHE = 4096  # answer-sentence vectors kept in-process (the dense fallback of sentence selection)
+SENTENCE_CACHE = 4096  # answer-sentence vectors kept in-process (sentence choice for a model folder without token states)
 SCOPES_CACHED = 32  # per-filter statistics (row count, background sample, vocabulary) kept for this many filters
 # How permitted document frequencies are counted (issue 18): "vocabulary" = looked up in the
 # filter's own vocabulary when it admits at most SCOPE_VOCABULARY_MAX_ROWS chunks, or in the
@@ -379,11 +379,21 @@ class RagIndex:
         """Passage vectors of answer sentences, cached in-process by text (only the fallback encodes)."""
         missing = [u for u in dict.fromkeys(sentences) if u not in self._sentence_cache]
         if missing:
-            for unit, vec in zip(missing, self.encoder.encode_sentences(missing)):
+            for unit, vec in zip(missing, self.encoder.encode_passages(missing)):
                 if len(self._sentence_cache) >= SENTENCE_CACHE:
                     self._sentence_cache.pop(next(iter(self._sentence_cache)))
                 self._sentence_cache[unit] = np.asarray(vec, dtype=np.float32)
         return np.stack([self._sentence_cache[u] for u in sentences])
+
+    def _sentence_scores(self, query: str, query_vec: np.ndarray, sentences: list[str]) -> np.ndarray:
+        """How well each candidate sentence restates `query`, for quoting when words cannot tell:
+        token recall from the model's token states (no torch in the query process), else the
+        cosine of the model's sentence vectors (a folder without token states)."""
+        states = self.encoder.token_states
+        if states is None:
+            return self._sentence_vectors(sentences) @ query_vec
+        identity = self.encoder.identity
+        return np.asarray(sentence_recalls(states, query, sentences, identity.query_prompt, identity.passage_prompt))
 
     def _token_recall(self, query: str, top: list[dict]) -> float | None:
         """How much of the question the best sentence of the first context passage restates, token
@@ -419,7 +429,7 @@ class RagIndex:
         if reason:
             return Answer(question, "", True, reason, [], evidence)
         picked = select_sentences(
-            query, top, weights, dense_scores=lambda units: self._sentence_vectors(units) @ query_vec,
+            query, top, weights, model_scores=lambda units: self._sentence_scores(query, query_vec, units),
             cross_lingual=bool(evidence.get("cross_lingual")),
         )
         stated = quote_states_number(query, picked)

@@ -53,5 +53,21 @@ def token_recall(states, question: str, passage: str, query_prompt: str, passage
     """Best-sentence token recall of `question` in `passage` (`states`: embedding.token_states.TokenStates)."""
     with states.one_blas_thread():
         q_states, _ = states.states(question, query_prompt)
-        p_states, p_spans = states.states(passage, passage_prompt, cache=True)
+        p_states, p_spans = states.states(passage, passage_prompt, cache="passage")
         return round(best_sentence_recall(q_states, p_states, p_spans, passage), 4)
+
+
+def sentence_recalls(states, question: str, sentences: list[str], query_prompt: str, passage_prompt: str) -> list[float]:
+    """Token recall of `question` in each sentence, read alone: how `ask` picks the quote when words
+    cannot (the best passage in another language, a paraphrase). It held the answer more often
+    than the sentences' embedding cosine, which it replaces (bench/README.md, "Choosing the quote
+    by token recall"), and costs one short run per sentence not seen before."""
+    with states.one_blas_thread():
+        q_states, _ = states.states(question, query_prompt)
+        if not len(q_states):
+            return [0.0] * len(sentences)
+        scores = []
+        for sentence in sentences:
+            s_states, _ = states.states(sentence, passage_prompt, cache="sentence")
+            scores.append(float((q_states @ s_states.T).max(1).mean()) if len(s_states) else 0.0)
+        return scores

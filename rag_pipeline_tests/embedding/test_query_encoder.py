@@ -57,10 +57,11 @@ def test_a_cold_query_imports_neither_torch_nor_sentence_transformers():
         "from rag_pipeline.embedding.encoder import encoder_for\n"
         "encoder = encoder_for(Settings())\n"
         "vector = encoder.encode_query('How many days of annual leave do employees get?')\n"
-        "sentences = encoder.encode_sentences(['R-500 重 3 公斤。', 'Error E-45: lidar blocked.'])\n"  # a cross-lingual answer's
-        f"print(vector.shape[0], sentences.shape[0], [m for m in {HEAVY!r} if m in sys.modules])\n"
+        "from rag_pipeline.query.token_recall import sentence_recalls\n"  # how a cross-lingual answer picks its quote
+        "scores = sentence_recalls(encoder.token_states, 'R-500 有多重？', ['R-500 重 3 公斤。', 'Error E-45.'], 'query: ', 'passage: ')\n"
+        f"print(vector.shape[0], len(scores), [m for m in {HEAVY!r} if m in sys.modules])\n"
     )
-    out = _run_fresh(code)  # the int8 graph scripts/install.sh exports encodes the sentences
+    out = _run_fresh(code)  # from the int8 graph scripts/install.sh exports
     assert out.split(maxsplit=2) == ["384", "2", "[]\n"], out
 
 

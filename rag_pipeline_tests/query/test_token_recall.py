@@ -10,7 +10,7 @@ from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export
 from rag_pipeline.embedding.query_encoder import supported_layout
 from rag_pipeline.embedding.token_states import TokenStates
 from rag_pipeline.query.answer import GATE_FEATURES, RefusalPolicy
-from rag_pipeline.query.token_recall import best_sentence_recall, sentence_spans, token_recall
+from rag_pipeline.query.token_recall import best_sentence_recall, sentence_recalls, sentence_spans, token_recall
 
 
 def test_recall_is_read_one_sentence_at_a_time():
@@ -90,24 +90,28 @@ def test_a_passage_asked_about_again_reads_from_the_cache_with_the_same_states(m
     question, passage, _ = PAIRS[1]
     passage = passage + " (cache probe)"  # a text no other test asked about
     first = token_recall(states, question, passage, identity.query_prompt, identity.passage_prompt)
-    computed = states.states(passage, identity.passage_prompt, cache=True)
-    again = states.states(passage, identity.passage_prompt, cache=True)
+    computed = states.states(passage, identity.passage_prompt, cache="passage")
+    again = states.states(passage, identity.passage_prompt, cache="passage")
     assert again is computed  # served from the cache, not computed again
     fresh = states._compute(passage, identity.passage_prompt)
     assert np.array_equal(fresh[0], computed[0]) and np.array_equal(fresh[1], computed[1])
     assert token_recall(states, question, passage, identity.query_prompt, identity.passage_prompt) == first
 
 
-def test_answer_sentences_are_encoded_by_the_int8_graph_as_the_model_encodes_them(model):
-    """`ask` scores a cross-lingual answer's sentences by their vectors: from the token states' graph,
-    close to the model's own, the same whatever a sentence is encoded with (it is cached by text)."""
-    encoder, numpy_states = model
-    sentences = [holds for _, holds, _ in PAIRS] + ["R-500 重 3 公斤。"]
-    fast = encoder.encode_sentences(sentences)
-    exact = encoder.encode_passages(sentences)
-    assert fast.shape == exact.shape
-    assert np.all((fast * exact).sum(1) > 0.99)
-    alone = encoder.encode_sentences(sentences[-1:])
-    assert np.array_equal(alone[0], fast[-1])  # a text's vector does not depend on its batch partners
-    assert numpy_states.sentence_vectors(sentences, encoder.identity.passage_prompt) is None  # numpy: the model encodes
-    assert encoder.encode_sentences([]).shape == (0, encoder.identity.dimension)
+def test_the_quote_across_languages_is_the_sentence_that_restates_the_question(model):
+    """When words cannot choose the quote, `ask` takes the sentence that restates the question token
+    by token, each sentence read alone; its states are kept for the next answer."""
+    encoder, _ = model
+    states, identity = encoder.token_states, encoder.identity
+    cases = [
+        ("鸭子在生物分类上属于哪个科？", ["Ducks live near water.", "Ducks are in the family Anatidae, with swans and geese.",
+                                  "A duck can live for ten years."], 1),
+        ("What is the warranty period of the R-500 vacuum?", ["R-500 的噪音为 65 分贝。", "R-500 保修期为两年，自购买之日起计算。",
+                                                              "R-500 重 3 公斤。"], 1),
+    ]
+    for question, sentences, holds in cases:
+        scores = sentence_recalls(states, question, sentences, identity.query_prompt, identity.passage_prompt)
+        assert int(np.argmax(scores)) == holds, (question, scores)
+    kept = states.states(cases[0][1][1], identity.passage_prompt, cache="sentence")
+    assert states.states(cases[0][1][1], identity.passage_prompt, cache="sentence") is kept
+    assert sentence_recalls(states, "？", ["Ducks live near water."], identity.query_prompt, identity.passage_prompt) == [0.0]
