@@ -10,8 +10,9 @@ and the first two (the quote) are checked for one of the question's Chinese answ
 (`queries.jsonl`'s `answers`, shared ids). Rules: `dense` — cosine of the model's sentence vectors
 to the query vector (what `ask` did); `recall in passage` — token recall of the question in the
 sentence's tokens read within its passage; `recall alone` — the sentence read alone (what `ask`
-does now, query.token_recall.sentence_recalls); and the two recalls each plus `dense` as summed
-z-scores. Questions sit in halves by sha256("s36-quote:<id>"): choose on `fit`, read `report`.
+does now when words cannot choose, query.token_recall.sentence_recalls); the two recalls each plus
+`dense` as summed z-scores; `as ask quotes` (`select_sentences` itself: the question's own words
+first); and the question's idf-weighted term share with recall as a tie-break or a summed z-score. Questions sit in halves by sha256("s36-quote:<id>"): choose on `fit`, read `report`.
 """
 
 from __future__ import annotations
@@ -41,11 +42,19 @@ def rule_scores(index, question: str) -> tuple[list[str], dict[str, np.ndarray]]
     from rag_pipeline.query.answer import candidate_sentences, context_hits
     from rag_pipeline.query.token_recall import sentence_recalls
 
-    hits, (query_vec, *_) = index._retrieve(question, "hybrid", 5, None, None)
+    from rag_pipeline.query.answer import _sentence_coverages, query_term_groups, select_sentences
+    from rag_pipeline.query.retrieve import idf_weights, query_terms
+
+    hits, (query_vec, evidence, _, doc_freq, n_docs, _) = index._retrieve(question, "hybrid", 5, None, None)
     top = context_hits([h.__dict__ for h in hits])
     candidates = candidate_sentences(top)
     if not candidates:
         return None
+    weights = idf_weights(query_terms(question), doc_freq, n_docs)
+    picked = select_sentences(question, top, weights, model_scores=lambda units: index._sentence_scores(question, query_vec, units),
+                              cross_lingual=bool(evidence.get("cross_lingual")))
+    picked_units = {unit for _, unit in picked}
+    terms = np.asarray(_sentence_coverages(query_term_groups(question), candidates, weights)[2])
     units = [unit for _, _, unit in candidates]
     states, identity = index.encoder.token_states, index.encoder.identity
     q_states, _ = states.states(question, identity.query_prompt)
@@ -65,6 +74,10 @@ def rule_scores(index, question: str) -> tuple[list[str], dict[str, np.ndarray]]
         "recall alone (shipped)": alone,
         "dense + recall in passage": zscore(dense) + zscore(in_passage),
         "dense + recall alone": zscore(dense) + zscore(alone),
+        # what `ask` quotes (own words first, the model's score when they cannot choose): first two sentences, in order
+        "as ask quotes": np.asarray([2.0 - [u for _, u in picked].index(u) if u in picked_units else 0.0 for u in units]),
+        "question terms, ties by recall": terms + 1e-3 * alone,
+        "question terms + recall alone": zscore(terms) + zscore(alone),
     }
 
 
