@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass, field
 
 from rag_pipeline.query.answer_type import (
     asked_measures,
+    asks_for_address,
     asks_for_number,
     asks_when,
     numbers,
+    states_address,
     states_asked_cell,
     states_measure,
     states_new_number,
@@ -75,6 +77,7 @@ class RefusalPolicy:
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
     refuse_missing_number: bool = True  # the question asks for a number and the quote states none (quote_states_number)
+    refuse_missing_address: bool = True  # the question asks for an address and the quote states none (quote_states_address)
 
     def score(self, evidence: dict) -> float:
         return self.intercept + sum(w * x for w, x in zip(self.weights, gate_features(evidence)))
@@ -140,6 +143,14 @@ def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | 
     )
 
 
+def quote_states_address(question: str, picked: list[tuple[int, str]]) -> bool | None:
+    """Whether the sentences to be quoted state an address (street, e-mail, web, IP: answer_type);
+    None when the question asks for none. Recorded in the evidence as quote_states_number is."""
+    if not asks_for_address(question):
+        return None
+    return any(states_address(sentence) for _, sentence in picked)
+
+
 def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
     """None when the evidence supports answering, else a sentence saying why not."""
     if evidence["candidates"] == 0:
@@ -150,6 +161,8 @@ def refusal_reason(evidence: dict, policy: RefusalPolicy) -> str | None:
         if evidence.get("asked_measures"):
             return f"the question asks for a figure in {' or '.join(evidence['asked_measures'])} and no passage you may read states one"
         return "the question asks for a number and no passage you may read states one"  # the quote cannot hold it
+    if policy.refuse_missing_address and evidence.get("quote_states_address") is False:
+        return "the question asks for an address and no passage you may read states one"
     if policy.score(evidence) >= policy.min_score:
         return None
     return (

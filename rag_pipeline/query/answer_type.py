@@ -10,9 +10,10 @@ hold is that case, by construction: the quote cannot hold the answer, so it is r
 a list price in CNY does not answer "in US dollars"; one about money with no currency named (a
 salary, a fee, 票房) only by an amount with a currency or in millions/亿 ("in 1990" is no fee). A table row ("姓名: 蔡徐坤; 数学: D") that holds
 the row the question names and the column it asks about answers it whatever the cell holds (a
-letter grade answers "数学成绩是多少"; `states_asked_cell`). Sentence choice is unchanged: preferring a
-number-stating sentence quoted "Figure 2" (bench/README.md). Rules of the language, not fitted
-thresholds.
+letter grade answers "数学成绩是多少"; `states_asked_cell`). A question for an address (street,
+e-mail, web, IP) is answered only by a quote that states one (`states_address`). Sentence choice is
+unchanged: preferring a number-stating sentence quoted "Figure 2" (bench/README.md). Rules of the
+language, not fitted thresholds.
 """
 
 from __future__ import annotations
@@ -187,3 +188,35 @@ def _mentions(text: str, term: str) -> bool:
     if any(unicodedata.east_asian_width(ch) == "W" for ch in term):
         return term in text
     return re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", text) is not None
+
+
+# A question that asks what or where an address is — street, postal, e-mail, web or IP — is answered
+# only by a quote that states one: "苏州研发中心的地址是什么？" is not answered by the sentence naming
+# the site among the company's locations. "How do I change my address?" asks for a procedure.
+_ASKS_ADDRESS_EN = re.compile(r"^\s*(?:what|which|where)\b.*\baddress(?:es)?\b", re.IGNORECASE)
+_ASKS_ADDRESS_ZH = re.compile(r"地址|网址|網址|邮箱|郵箱|住址")
+_ASKS_PROCEDURE_ZH = re.compile(r"如何|怎[么麼样樣]|能否|可以|可不可以|是否|为什么|為什麼|要不要")
+_STREET_SUFFIX = r"(?:road|rd|street|st|avenue|ave|boulevard|blvd|lane|ln|drive|dr|way|highway|hwy|place|pl|court|ct|square|sq)"
+_ADDRESS = re.compile(
+    r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|www\.\S+"  # e-mail, web
+    r"|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|cn|net|org|io|edu|gov|local|internal|example|corp|lan)\b"  # a host name
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}\b"  # IPv4
+    r"|\d+\s*[号號弄]|[路街道巷]\s*\d|\d+\s*[层層楼樓室栋棟座]|[省市][^，。,;；\s]{0,10}[区區县縣镇鎮]"  # 碧波路 188 号, 12 层, 浦东新区
+    rf"|\b\d+[a-z]?\s+(?:[a-z][\w'-]*\s+){{0,4}}{_STREET_SUFFIX}\b"  # 188 Bibo Road
+    r"|\b(?:floor|room|suite|building|bldg|unit|no\.)\s*\d+|\bp\.?\s?o\.?\s+box\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_address(question: str) -> bool:
+    """Whether the question asks what or where an address (street, postal, e-mail, web, IP) is."""
+    text = unicodedata.normalize("NFKC", question)
+    if _ASKS_ADDRESS_EN.search(text):
+        return True
+    return bool(_ASKS_ADDRESS_ZH.search(text)) and not _ASKS_PROCEDURE_ZH.search(text)
+
+
+def states_address(sentence: str) -> bool:
+    """Whether the sentence states an address of some kind (a street and number, a floor or room,
+    a district, an e-mail address, a URL or host name, an IP address)."""
+    return bool(_ADDRESS.search(unicodedata.normalize("NFKC", sentence)))

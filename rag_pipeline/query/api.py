@@ -22,6 +22,7 @@ from rag_pipeline.query.answer import (
     best_sentence_coverage,
     compose,
     context_hits,
+    quote_states_address,
     quote_states_number,
     refusal_reason,
     select_sentences,
@@ -432,12 +433,15 @@ class RagIndex:
             query, top, weights, model_scores=lambda units: self._sentence_scores(query, query_vec, units),
             cross_lingual=bool(evidence.get("cross_lingual")),
         )
-        stated = quote_states_number(query, picked)
+        stated, address = quote_states_number(query, picked), quote_states_address(query, picked)
         if stated is not None:
             evidence["quote_states_number"] = stated
             measures = asked_measures(query)
             if measures:
                 evidence["asked_measures"] = list(measures)
+        if address is not None:
+            evidence["quote_states_address"] = address
+        if stated is not None or address is not None:
             reason = refusal_reason(evidence, self.policy)
             if reason:
                 return Answer(question, "", True, reason, [], evidence)

@@ -1,4 +1,4 @@
-"""A question that asks for a number is answered only by a quote that states one."""
+"""A question that asks for a number (or an address) is answered only by a quote that states one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rag_pipeline.eval.golden import load_golden
-from rag_pipeline.query.answer import RefusalPolicy, quote_states_number, refusal_reason
+from rag_pipeline.query.answer import RefusalPolicy, quote_states_address, quote_states_number, refusal_reason
 from rag_pipeline.query.answer_type import asked_measures, asks_for_number, numbers, states_asked_cell, states_new_number
 
 NUMBER_REASON = "the question asks for a number and no passage you may read states one"
@@ -196,3 +196,43 @@ def test_a_question_naming_a_measure_still_needs_its_unit_in_a_table_row():
 )
 def test_a_date_or_a_link_does_not_answer_a_count(question, quote, states):
     assert quote_states_number(question, [(0, quote)]) is states
+
+
+ADDRESS_REASON = "the question asks for an address and no passage you may read states one"
+
+
+@pytest.mark.parametrize(
+    "question, quote, states",
+    [
+        # a question about what or where an address is: any address in the quote answers it
+        ("上海总部的地址在哪里？", "上海总部地址:上海市浦东新区碧波路 188 号北风大厦。", True),
+        ("苏州研发中心的地址是什么？", "本手册适用于北风机器人有限公司上海总部、苏州研发中心和深圳装配工厂的全体员工。", False),
+        ("苏州研发中心的地址是什么？", "各地服务中心的地址和电话见 service_centers.csv。", False),  # a file name is no address
+        ("What is the address of the Hangzhou office?", "Our Hangzhou office is at 18 Wensan Road, Xihu District.", True),
+        ("What is the address of the Hangzhou office?", "Room 1203, Building 5, West Lake Science Park", True),
+        ("What is the email address of the Beijing service center?", "Write to service-bj@northwind.example.", True),
+        ("What is the email address of the Beijing service center?", "The Beijing service center opens at 9:00.", False),
+        ("Which address does the VPN client connect to?", "The gateway is vpn.northwind.cn (10.20.0.1).", True),
+        ("廣州服務中心的地址在哪裡？", "每 6 个月:由授权服务中心进行一次全面保养。", False),  # Traditional script
+        # not a question for an address: no rule
+        ("How do I change my home address in the HR system?", "Open the HR portal and edit your profile.", None),
+        ("如何修改我的邮箱？", "在个人资料页修改。", None),
+        ("I got a new phone and my VPN codes stopped working. How do I fix it?", "Reset your VPN access.", None),
+    ],
+)
+def test_a_question_asking_for_an_address_is_answered_only_by_a_quote_that_states_one(question, quote, states):
+    assert quote_states_address(question, [(0, quote)]) is states
+    confident = {"candidates": 3, "lexical_coverage": 1.0, "sentence_coverage": 1.0, "dense_z": 5.0, "dense_gap_z": 3.0}
+    evidence = {**confident, "quote_states_address": states} if states is not None else confident
+    expected = ADDRESS_REASON if states is False else None
+    assert refusal_reason(evidence, RefusalPolicy()) == expected  # replayed from the evidence as `ask` decided
+
+
+def test_ask_refuses_an_address_its_quote_does_not_state_and_answers_one_it_does(sample_index, monkeypatch):
+    """The rule alone (the logistic gate opened): the handbook names the Suzhou R&D center among
+    its sites but gives no address; the Shanghai headquarters' address is stated."""
+    monkeypatch.setattr(sample_index, "policy", dataclasses.replace(sample_index.policy, min_score=float("-inf")))
+    missing = sample_index.ask("苏州研发中心的地址是什么？")
+    assert missing.refused and missing.reason == ADDRESS_REASON and missing.evidence["quote_states_address"] is False
+    stated = sample_index.ask("上海总部的地址在哪里？")
+    assert not stated.refused and "碧波路 188 号" in stated.answer, stated.reason
