@@ -41,7 +41,7 @@ def golden_eval(
     if summary is None:
         index = RagIndex(lake, lancedb_index, rag.encoder(), stored_policy(lake, lancedb_index))
         report = run_golden(index, questions)
-        rag.encoder().unload()  # answer sentences the embedding cache lacked loaded the passage model (Encoder.unload)
+        rag.encoder().unload()  # the answers opened the token states' ONNX session (Encoder.unload)
         summary = {
             "status": "evaluated",
             "generation": generation,

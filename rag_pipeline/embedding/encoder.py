@@ -92,9 +92,10 @@ class Encoder:
         self._model = value
 
     def unload(self) -> None:
-        """Let go of the passage model and the token counter when they can load again on next use.
+        """Let go of the passage model, the token counter and the token states (their ONNX session,
+        ~100 MB) when they can load again on next use.
 
-        A step that may have loaded them (chunks, embeddings, golden_eval's answer sentences) calls
+        A step that may have loaded them (chunks, embeddings, golden_eval's answers) calls
         this before it ends: in the in-process executor every later step of the run (the index
         build, housekeeping) otherwise carries the weights and tokenizer, and the step hook's
         `gc.freeze` keeps them for the process's life (torch modules hold reference cycles only a
@@ -105,6 +106,8 @@ class Encoder:
         with self._model_lock:
             self._model = None
             self._token_counter = None
+            if self._load_token_states is not None:
+                self._token_states = None
 
     @property
     def token_states(self):

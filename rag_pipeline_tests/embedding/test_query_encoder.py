@@ -147,10 +147,12 @@ def test_an_unloaded_model_loads_again_on_next_use_and_encodes_alike(tmp_path):
     passages = ["员工每年享有十五天带薪年假。", "The VPN client must be updated every quarter."]
     first = encoder.encode_passages(passages)
     encoder.query_encoder
+    states = weakref.ref(encoder.token_states)  # what an answer's token recall opened
     loaded = weakref.ref(encoder.model)
     encoder.unload()
     gc.collect()
     assert loaded() is None and encoder._token_counter is None  # nothing else held the weights
+    assert states() is None and encoder.token_states is not None  # let go, and back on next use
     assert encoder._query_encoder is not None
     assert float(np.abs(encoder.encode_passages(passages) - first).max()) <= 1e-6
 
