@@ -35,7 +35,7 @@ def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: 
 
 
 PASSAGES_CACHED = 128  # passages' states kept in-process (~0.25 MB each): a chunk asked about again costs nothing
-SENTENCES_CACHED = 2048  # answer sentences' states, read alone (~40 KB each): the candidates of the next answers
+SENTENCES_CACHED = 512  # answer sentences' states, read alone (~45 KB each, ~23 MB full): a dozen answers' candidates
 
 
 class TokenStates:

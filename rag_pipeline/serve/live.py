@@ -48,10 +48,12 @@ class LiveIndex:
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def load(self) -> Snapshot:
-        """Open the served generation (loads the model the first time) and warm it with one question:
-        an `ask` also opens the token states' ONNX session (~0.3 s), which a search does not."""
+        """Open the served generation (loads the model the first time) and warm it with one query,
+        and open the token states' ONNX session `ask` reads (~0.3 s; a search does not). Not an
+        `ask`: with an LLM configured it could call the endpoint."""
         snapshot = self.current()
-        snapshot.index.ask("warm up")
+        snapshot.index.search("warm up", mode="hybrid", k=1)
+        snapshot.index.encoder.token_states  # noqa: B018 (the property opens the session)
         return snapshot
 
     def current(self) -> Snapshot:
