@@ -203,7 +203,9 @@ _ADDRESS = re.compile(
     r"|\b\d{1,3}(?:\.\d{1,3}){3}\b"  # IPv4
     r"|\d+\s*[号號弄]|[路街道巷]\s*\d|\d+\s*[层層楼樓室栋棟座]|[省市][^，。,;；\s]{0,10}[区區县縣镇鎮]"  # 碧波路 188 号, 12 层, 浦东新区
     rf"|\b\d+[a-z]?\s+(?:[a-z][\w'-]*\s+){{0,4}}{_STREET_SUFFIX}\b"  # 188 Bibo Road
-    r"|\b(?:floor|room|suite|building|bldg|unit|no\.)\s*\d+|\bp\.?\s?o\.?\s+box\b",
+    r"|\b(?:floor|room|suite|building|bldg|unit|level|no\.)\s*\d+|\bp\.?\s?o\.?\s+box\b"
+    r"|(?-i:\b(?:Building|Tower|Block|Floor|Room|Suite|Unit|Gate)\s+[A-Z0-9][A-Z0-9-]*\b)"  # Building C
+    r"|\b[a-z]+\s+(?:district|county|province)\b|\b(?:zip|postal|post)\s*code\b",  # Pudong New District
     re.IGNORECASE,
 )
 

@@ -210,6 +210,9 @@ ADDRESS_REASON = "the question asks for an address and no passage you may read s
         ("苏州研发中心的地址是什么？", "各地服务中心的地址和电话见 service_centers.csv。", False),  # a file name is no address
         ("What is the address of the Hangzhou office?", "Our Hangzhou office is at 18 Wensan Road, Xihu District.", True),
         ("What is the address of the Hangzhou office?", "Room 1203, Building 5, West Lake Science Park", True),
+        ("What is the address of the Shanghai office?", "Building C, Zhangjiang Hi-Tech Park, Pudong New District", True),
+        ("What is the address of the Shanghai office?", "We are building a new office in Shanghai.", False),
+        ("公司的注册地址是什么？", "注册地址为上海市浦东新区张江高科技园区。", True),
         ("What is the email address of the Beijing service center?", "Write to service-bj@northwind.example.", True),
         ("What is the email address of the Beijing service center?", "The Beijing service center opens at 9:00.", False),
         ("Which address does the VPN client connect to?", "The gateway is vpn.northwind.cn (10.20.0.1).", True),
