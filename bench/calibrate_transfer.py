@@ -28,25 +28,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rag_pipeline.eval.calibrate import NEWTON_STEPS, balanced_error, fit, newton_logistic, outcome  # noqa: E402
-from rag_pipeline.query.answer import RefusalPolicy, gate_features, refusal_reason  # noqa: E402
+from rag_pipeline.eval.calibrate import (  # noqa: E402
+    NEWTON_STEPS, balanced_error, fit, newton_logistic, outcome, policy_from, standardized,
+)
+from rag_pipeline.query.answer import RefusalPolicy, refusal_reason  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def fit_toward(samples: list[dict], prior: RefusalPolicy, l2: float) -> RefusalPolicy:
     """`eval.calibrate.fit` with the ridge pulling the standardized weights toward `prior`'s."""
-    scored = [s for s in samples if s["evidence"].get("candidates") and not s["evidence"].get("unknown_identifiers")]
-    X = np.array([gate_features(s["evidence"]) for s in scored], dtype=float)
-    y = np.array([float(s["answerable"]) for s in scored])
-    sample_w = np.where(y == 1, len(y) / (2 * y.sum()), len(y) / (2 * (len(y) - y.sum())))
-    mean, std = X.mean(axis=0), X.std(axis=0)
-    std[std == 0] = 1.0
-    Z = np.hstack([np.ones((len(y), 1)), (X - mean) / std])
+    Z, y, sample_w, mean, std = standardized(samples)
     center = np.concatenate([[prior.intercept + float(np.array(prior.weights) @ mean)], np.array(prior.weights) * std])
-    beta = newton_logistic(Z, y, sample_w, np.full(Z.shape[1], l2), center, steps=NEWTON_STEPS * 2)
-    weights = beta[1:] / std
-    return RefusalPolicy(tuple(float(w) for w in weights), float(beta[0] - weights @ mean))
+    return policy_from(newton_logistic(Z, y, sample_w, np.full(Z.shape[1], l2), center, steps=NEWTON_STEPS * 2), mean, std)
 
 
 def error(samples: list[dict], policy: RefusalPolicy) -> float:

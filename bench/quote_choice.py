@@ -34,16 +34,10 @@ def zscore(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / (x.std() + 1e-9)
 
 
-def recall(question: np.ndarray, sentence: np.ndarray) -> float:
-    return float((question @ sentence.T).max(1).mean()) if len(question) and len(sentence) else 0.0
-
-
 def rule_scores(index, question: str) -> tuple[list[str], dict[str, np.ndarray]] | None:
-    from rag_pipeline.query.answer import candidate_sentences, context_hits
-    from rag_pipeline.query.token_recall import sentence_recalls
-
-    from rag_pipeline.query.answer import _sentence_coverages, query_term_groups, select_sentences
+    from rag_pipeline.query.answer import _sentence_coverages, candidate_sentences, context_hits, query_term_groups, select_sentences
     from rag_pipeline.query.retrieve import idf_weights, query_terms
+    from rag_pipeline.query.token_recall import question_recall, sentence_recalls
 
     hits, (query_vec, evidence, _, doc_freq, n_docs, _) = index._retrieve(question, "hybrid", 5, None, None)
     top = context_hits([h.__dict__ for h in hits])
@@ -64,7 +58,7 @@ def rule_scores(index, question: str) -> tuple[list[str], dict[str, np.ndarray]]
         p_states, spans = states.states(text, identity.passage_prompt, cache="passage")
         start = text.find(unit)  # a table row carries its header: not verbatim in the passage
         inside = (spans[:, 0] >= start) & (spans[:, 1] <= start + len(unit)) if start >= 0 else np.zeros(len(spans), bool)
-        in_passage.append(recall(q_states, p_states[inside]))
+        in_passage.append(question_recall(q_states, p_states[inside]))
     dense = index._sentence_vectors(units) @ query_vec
     in_passage = np.asarray(in_passage)
     alone = np.asarray(sentence_recalls(states, question, units, identity.query_prompt, identity.passage_prompt))

@@ -50,19 +50,33 @@ def fit(samples: list[dict], false_answer_cost: float = 1.0, l2: float = L2) -> 
     even-odds threshold is the cost-balanced one and does not depend on the set's class mix.
     Questions the gate never scores (no candidates, unknown identifiers) are left out.
     """
+    design = standardized(samples, false_answer_cost)
+    if design is None:
+        return RefusalPolicy()
+    Z, y, sample_w, mean, std = design
+    ridge = np.full(Z.shape[1], l2)
+    ridge[0] = 0.0  # the intercept is not shrunk
+    return policy_from(newton_logistic(Z, y, sample_w, ridge, np.zeros(Z.shape[1])), mean, std)
+
+
+def standardized(samples: list[dict], false_answer_cost: float = 1.0):
+    """(Z, y, sample weights, feature means, stds) of the questions the gate scores: Z is an
+    intercept column and the standardized features, each class weighing the same in total (a false
+    answer `false_answer_cost` times more); None when a class is missing."""
     scored = [s for s in samples if s["evidence"].get("candidates") and not s["evidence"].get("unknown_identifiers")]
     X = np.array([gate_features(s["evidence"]) for s in scored], dtype=float)
     y = np.array([float(s["answerable"]) for s in scored])
     n_pos, n_neg = y.sum(), len(y) - y.sum()
     if not n_pos or not n_neg:
-        return RefusalPolicy()
+        return None
     sample_w = np.where(y == 1, len(y) / (2 * n_pos), false_answer_cost * len(y) / (2 * n_neg))
     mean, std = X.mean(axis=0), X.std(axis=0)
     std[std == 0] = 1.0
-    Z = np.hstack([np.ones((len(y), 1)), (X - mean) / std])
-    ridge = np.full(Z.shape[1], l2)
-    ridge[0] = 0.0  # the intercept is not shrunk
-    beta = newton_logistic(Z, y, sample_w, ridge, np.zeros(Z.shape[1]))
+    return np.hstack([np.ones((len(y), 1)), (X - mean) / std]), y, sample_w, mean, std
+
+
+def policy_from(beta: np.ndarray, mean: np.ndarray, std: np.ndarray) -> RefusalPolicy:
+    """The policy of standardized coefficients (intercept first), on the features' own scale."""
     weights = beta[1:] / std
     intercept = beta[0] - float(weights @ mean)
     return RefusalPolicy(tuple(round(float(w), 4) for w in weights), round(float(intercept), 4))

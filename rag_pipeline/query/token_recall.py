@@ -35,17 +35,21 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def question_recall(question: np.ndarray, tokens: np.ndarray) -> float:
+    """Mean over question tokens of the best cosine to one of `tokens` (rows L2-normalized); 0 when either is empty."""
+    if not len(question) or not len(tokens):
+        return 0.0
+    return float((question @ tokens.T).max(1).mean())
+
+
 def best_sentence_recall(question: np.ndarray, passage: np.ndarray, passage_spans: np.ndarray, text: str) -> float:
-    """Max over the sentences of `text` of the mean over question tokens of the best cosine to one
-    of the sentence's tokens (rows L2-normalized)."""
+    """Max over the sentences of `text` of the question's recall in the sentence's tokens."""
     if not len(question) or not len(passage):
         return 0.0
-    cosines = question @ passage.T  # question tokens × passage tokens
     best = 0.0
     for a, b in sentence_spans(text):
         inside = (passage_spans[:, 0] >= a) & (passage_spans[:, 1] <= b)
-        if inside.any():
-            best = max(best, float(cosines[:, inside].max(1).mean()))
+        best = max(best, question_recall(question, passage[inside]))
     return best
 
 
@@ -66,8 +70,4 @@ def sentence_recalls(states, question: str, sentences: list[str], query_prompt: 
         q_states, _ = states.states(question, query_prompt)
         if not len(q_states):
             return [0.0] * len(sentences)
-        scores = []
-        for sentence in sentences:
-            s_states, _ = states.states(sentence, passage_prompt, cache="sentence")
-            scores.append(float((q_states @ s_states.T).max(1).mean()) if len(s_states) else 0.0)
-        return scores
+        return [question_recall(q_states, states.states(s, passage_prompt, cache="sentence")[0]) for s in sentences]
