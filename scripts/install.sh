@@ -41,10 +41,28 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=".venv/.rag-installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-  echo "==> installing Python packages into .venv (first time: several minutes)"
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q torch==2.13.0            # the CPU wheel; anything else pulls CUDA
-  .venv/bin/pip install -q -c constraints.txt -e ".[dev]"
+  echo "==> installing Python packages into .venv (first time: a few minutes)"
+  # uv installs the same pinned set as pip ~5x faster on a fresh machine (bench/README.md, "Install
+  # time"); it reads no pip.conf, so pip's local wheel folders and indexes are handed over. pip is
+  # the fallback wherever uv cannot be had.
+  uv_sources=()
+  for link in ${PIP_FIND_LINKS:-} $(.venv/bin/pip config get global.find-links 2>/dev/null || true); do
+    if [ -e "$link" ]; then uv_sources+=(--find-links "$link"); fi
+  done
+  for index in $(.venv/bin/pip config get global.extra-index-url 2>/dev/null || true); do
+    if [ -e "${index#file://}" ]; then uv_sources+=(--extra-index-url "$index"); fi
+  done
+  # several indexes: take the best version from any of them, as pip does
+  if printf '%s\n' "${uv_sources[@]}" | grep -qx -- --extra-index-url; then uv_sources+=(--index-strategy unsafe-best-match); fi
+  uv_install() { .venv/bin/uv pip install -q --python .venv/bin/python "${uv_sources[@]}" "$@"; }
+  if .venv/bin/pip install -q uv==0.13.9 && uv_install torch==2.13.0 && uv_install -c constraints.txt -e ".[dev]"; then
+    :
+  else
+    echo "==> uv unavailable or failed: installing with pip"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q torch==2.13.0            # the CPU wheel; anything else pulls CUDA
+    .venv/bin/pip install -q -c constraints.txt -e ".[dev]"
+  fi
   # torchvision breaks `import sentence_transformers` beside the CPU torch build.
   .venv/bin/pip uninstall -q -y torchvision 2>/dev/null || true
   rm -f .venv/.rag-installed-*; touch "$stamp"
