@@ -578,6 +578,7 @@ def format_prune_report(report: dict) -> str:
         f"kept generations {report['generations_kept']}; removed {report['generations_removed']} generations, "
         f"{report['table_versions_removed']} table versions, {sum(report['cache_rows_removed'].values())} unused cache "
         f"entries, {report['staging_runs_removed']} staging runs ({freed:.1f} MB freed)"
+        + ("; caches unchanged since the last housekeeping" if report.get("caches", "").startswith("unchanged") else "")
     )
 
 

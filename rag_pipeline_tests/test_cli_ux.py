@@ -286,6 +286,11 @@ def test_index_summary_is_a_table_with_skipped_checks_and_json_is_unchanged(tmp_
     # what housekeeping kept and removed (the served generation stays)
     assert data["housekeeping"]["generations_kept"] == [data["generation"]], data["housekeeping"]
     assert data["housekeeping"]["lake_bytes_after"] > 0
+    # a no-op: its housekeeping skipped the cache pruning the first run's already did, and says so
+    assert data["housekeeping"]["caches"] == "unchanged since the last housekeeping", data["housekeeping"]
+    from rag_pipeline.cli import format_prune_report
+
+    assert format_prune_report(data["housekeeping"]).endswith("; caches unchanged since the last housekeeping")
 
 
 # ---------------------------------------------------------------- item 6: fast start

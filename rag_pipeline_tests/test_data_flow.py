@@ -196,6 +196,9 @@ def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(wor
     report = run_index(work / "raw", work / "lake", golden_file="none")
     assert report["success"] and report["lancedb_index"]["new_generation"] is False
     assert report["published_index"]["promoted"] is False
+    # nothing was written to a cache and the newest generation is the one the last run pruned for
+    assert report["lake_housekeeping"]["caches"] == "unchanged since the last housekeeping"
+    assert report["lake_housekeeping"]["cache_rows_removed"] == {}
     assert lake.read_manifest()["generation"] == before == max(g["generation"] for g in lake.list_generations())
     # three real changes (two files added, then one of them edited) → three new generations;
     # housekeeping (keep 1) in each run prunes the rest
@@ -206,6 +209,7 @@ def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(wor
         assert report["success"], report["failures"]
         assert report["published_index"]["promoted"] is True
     # the caches hold what the newest generation was built from, and nothing of the edited file's old text
+    assert report["lake_housekeeping"]["caches"] == "pruned and compacted"
     assert report["lake_housekeeping"]["cache_rows_removed"][s.PARSE_CACHE] == 1
     assert report["lake_housekeeping"]["cache_rows_removed"][s.CHUNK_CACHE] == 1
     newest = lake.read_generation(max(g["generation"] for g in lake.list_generations()))

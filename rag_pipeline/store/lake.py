@@ -41,6 +41,7 @@ REFUSAL_POLICY_NAME = "refusal_policy.json"  # thresholds fitted by `rag calibra
 GENERATIONS_DIR = "generations"  # one immutable manifest per staged generation
 SCAN_HASHES_NAME = "scan_hashes.arrow"  # the last scan's file stats and hashes (ingest.scan.FileHashes)
 PROMOTION_LOG = "promotions.jsonl"  # append-only: which generation was served when
+CACHES_PRUNED_NAME = "caches_pruned.json"  # the newest generation and cache versions the last prune left
 PUBLISHED_TABLES = (s.DOCUMENTS, s.CHUNKS, s.QUARANTINE)
 # The lifecycle/ACL columns every search pre-filters on (query.filters): indexed, the filter costs
 # both arms almost nothing (bench/scale.py, 100k chunks: keyword arm p50 18 -> 9 ms)
@@ -598,7 +599,14 @@ class Lake:
             path.with_suffix(".eval.json").unlink(missing_ok=True)
             path.unlink(missing_ok=True)
         versions_removed = 0
-        cache_rows_removed = self._prune_caches(generations[max(generations)], parse_key) if generations and parse_key else {}
+        # Pruning the caches reads every key of the newest generation and of each cache (a no-op's
+        # largest cost at 100k documents). When neither has changed since the last prune, that
+        # prune's result stands: skipping it is exact, not a guess.
+        caches_state = self._caches_state(max(generations) if generations else None)
+        caches_unchanged = caches_state == self._read_json(self.lake_dir / CACHES_PRUNED_NAME)
+        cache_rows_removed = (
+            self._prune_caches(generations[max(generations)], parse_key) if generations and parse_key and not caches_unchanged else {}
+        )
         with self.writing("remove old table versions"):
             tables = self._tables()
             for name in (*PUBLISHED_TABLES, s.TERM_STATS):
@@ -610,7 +618,7 @@ class Lake:
                 if drop:
                     dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
                     versions_removed += len(drop)
-            for name in sorted(t for t in tables if t in (s.PARSE_CACHE, s.CHUNK_CACHE) or t.startswith("embedding_cache_")):
+            for name in [] if caches_unchanged else sorted(caches_state["versions"]):
                 dataset = self.db.open_table(name).to_lance()
                 dataset.optimize.compact_files(
                     target_rows_per_fragment=CACHE_FRAGMENT_ROWS,
@@ -623,6 +631,8 @@ class Lake:
                 if drop:
                     dataset.cleanup_old_versions(versions=drop, error_if_tagged_old_versions=False)
                     versions_removed += len(drop)
+            if parse_key and not caches_unchanged:
+                self._write_json(self.lake_dir / CACHES_PRUNED_NAME, self._caches_state(caches_state["generation"]))
             staging_removed = self._prune_staging()
         return {
             "generations_kept": sorted(kept),
@@ -630,9 +640,27 @@ class Lake:
             "table_versions_removed": versions_removed,
             "staging_runs_removed": staging_removed,
             "cache_rows_removed": cache_rows_removed,
+            "caches": "unchanged since the last housekeeping" if caches_unchanged else "pruned and compacted",
             "lake_bytes_before": before,
             "lake_bytes_after": _disk_bytes(self.lake_dir),
         }
+
+    def _caches_state(self, newest_generation: int | None) -> dict:
+        """What a cache prune depends on: the newest generation and each cache table's version."""
+        names = sorted(t for t in self._tables() if t in (s.PARSE_CACHE, s.CHUNK_CACHE) or t.startswith("embedding_cache_"))
+        versions = {}
+        for name in names:  # a version number and when it was written: a table made anew restarts its numbers
+            dataset = self.db.open_table(name).to_lance()
+            written = next((str(v["timestamp"]) for v in dataset.versions() if v["version"] == dataset.version), None)
+            versions[name] = [dataset.version, written]
+        return {"generation": newest_generation, "versions": versions}
+
+    @staticmethod
+    def _read_json(path: Path) -> dict | None:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
 
     def _prune_caches(self, newest: dict, parse_key: Callable[[str, str], str]) -> dict[str, int]:
         """Delete cache entries the newest generation was not built from: the parses and chunkings of
