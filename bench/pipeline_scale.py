@@ -5,6 +5,8 @@ Reproduce::
     .venv/bin/python bench/pipeline_scale.py --docs 2000 10000 [--seed 16] [--keep]
     .venv/bin/python bench/pipeline_scale.py --docs 100000          # the issue's target size
     .venv/bin/python bench/pipeline_scale.py --docs 2000 --shards 1 8   # the shard count's effect
+    .venv/bin/python bench/pipeline_scale.py --docs 100000 --shards 40 --runs first --keep   # prints its work folder
+    .venv/bin/python bench/pipeline_scale.py --reuse <work folder> --runs noop   # again on the kept lake, e.g. after a change
 
 For each N it
 
@@ -274,13 +276,24 @@ def run_index(raw: Path, lake: Path, env: dict) -> dict:
             "rss_samples": samples}
 
 
-def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | None = None, run_names: tuple[str, ...] = RUNS) -> dict:
-    work = Path(tempfile.mkdtemp(prefix=f"pipeline_scale_{n}_"))
+STATE = "pipeline_scale_state.json"  # in a kept work folder: what --reuse needs to run on it again
+
+
+def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | None = None, run_names: tuple[str, ...] = RUNS,
+               reuse: Path | None = None) -> dict:
+    """The runs on a fresh corpus, or (`reuse`) on a folder a `--keep` run left: its corpus, lake,
+    instance and model as they are (a 100k no-op measured in a minute instead of after a 30-minute build)."""
+    work = reuse or Path(tempfile.mkdtemp(prefix=f"pipeline_scale_{n}_"))
     raw, lake, home = work / "raw", work / "lake", work / "dagster_home"
-    home.mkdir()
     t0 = time.perf_counter()
-    paths = generate_corpus(raw, n, seed)
+    if reuse:
+        paths = sorted(p for p in raw.rglob("*") if p.is_file())
+    else:
+        home.mkdir()
+        paths = generate_corpus(raw, n, seed)
     gen_s = time.perf_counter() - t0
+    if keep and not reuse:
+        (work / STATE).write_text(json.dumps({"docs": n, "seed": seed, "shards": shards, "model_dir": str(model_dir)}))
     corpus_mb = du_bytes(raw) / 2**20
     chars = sum(p.stat().st_size for p in paths)
     print(f"[{n}] corpus: {len(paths)} files, {corpus_mb:.1f} MB on disk, generated in {gen_s:.1f} s ({work})", file=sys.stderr, flush=True)
@@ -317,9 +330,9 @@ def bench_size(n: int, seed: int, keep: bool, model_dir: Path, shards: int | Non
               f"embedded {s.get('embedded')}, new_generation {s.get('new_generation')}", file=sys.stderr, flush=True)
         if r["rc"] != 0:
             print(r["stderr_tail"], file=sys.stderr)
-    if not keep:
+    if not keep and not reuse:
         shutil.rmtree(work, ignore_errors=True)
-    return {"docs": n, "shards": shards, "corpus_mb": round(corpus_mb, 1), "corpus_bytes": chars, "generate_s": round(gen_s, 1),
+    return {"docs": n, "shards": shards, "reused": bool(reuse), "corpus_mb": round(corpus_mb, 1), "corpus_bytes": chars, "generate_s": round(gen_s, 1),
             "work_dir": str(work) if keep else None, "runs": runs}
 
 
@@ -357,18 +370,26 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--runs", nargs="+", choices=RUNS, default=list(RUNS),
                     help="the runs to make, in this order (e.g. `first noop --keep`: a lake to probe its first 1 %% change on)")
+    ap.add_argument("--reuse", type=Path, nargs="+", default=[],
+                    help="work folders a --keep run printed: run --runs on each as it is (its corpus, lake, model, shards)")
     args = ap.parse_args()
-    model_root = Path(tempfile.mkdtemp(prefix="pipeline_scale_model_"))
-    model_dir = build_tiny_model(model_root, args.seed)
+    if args.reuse:
+        states = [json.loads((w / STATE).read_text()) for w in args.reuse]
+        sizes = [(st["docs"], st["shards"], Path(st["model_dir"]), w, st["seed"]) for st, w in zip(states, args.reuse)]
+        model_root = None
+    else:
+        model_root = Path(tempfile.mkdtemp(prefix="pipeline_scale_model_"))
+        model_dir = build_tiny_model(model_root, args.seed)
+        sizes = [(n, shards, model_dir, None, args.seed) for n in args.docs for shards in args.shards]
     results = []
     try:
-        for n, shards in [(n, shards) for n in args.docs for shards in args.shards]:
-            results.append(bench_size(n, args.seed, args.keep, model_dir, shards, tuple(args.runs)))
+        for n, shards, model, work, seed in sizes:
+            results.append(bench_size(n, seed, args.keep, model, shards, tuple(args.runs), reuse=work))
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps({"seed": args.seed, "model": "random BertModel 2 layers hidden 32 (e5 tokenizer)",
                                             "cpus": os.cpu_count(), "results": results}, indent=2, ensure_ascii=False))
     finally:
-        if not args.keep:
+        if model_root and not args.keep:
             shutil.rmtree(model_root, ignore_errors=True)
     print(markdown(results))
 

@@ -8,6 +8,7 @@ raw_documents → parsed_documents (+ quarantine) → chunks → chunk_fingerpri
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rag_pipeline.defs.io import release_stage_pages, spill_shard
+from rag_pipeline.defs.memory import release_pool_pages
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 from rag_pipeline.defs.shards import (
     SHARD_KEYS,
@@ -41,6 +43,7 @@ from rag_pipeline.progress import Progress
 from rag_pipeline.store import rows, staging
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import AnnPolicy, vector_index_plan
+from rag_pipeline.store.keyhash import distinct_hashes
 from rag_pipeline.store.lake import IndexUnreadableError, Lake, utc_now
 from rag_pipeline.store.pending import PendingEntries
 
@@ -175,7 +178,9 @@ def parse_documents(
 
 
 def _spill(context, settings, asset: str, shard: str, table: pa.Table) -> pa.Table:
-    """The shard's output written now and held memory-mapped (defs.io.spill_shard)."""
+    """The shard's output written now and held memory-mapped (defs.io.spill_shard); the Arrow
+    pool's pages the shards before it freed go back to the OS (release_pool_pages)."""
+    release_pool_pages()
     return spill_shard(settings.lake_dir, context.run_id, asset, shard, table)
 
 
@@ -337,6 +342,31 @@ def _served_table(context, lake: Lake, name: str, served: dict | None, columns: 
         return None
 
 
+def _paged_columns(tables: dict[str, pa.Table], column: str) -> Iterator[pa.ChunkedArray]:
+    """Each shard's `column`, the stage pages it faulted in let go before the next shard's (a page
+    fault maps its neighbours too: read shard after shard, every shard's file would stay resident)."""
+    for table in tables.values():
+        yield table.column(column)
+        release_stage_pages()
+
+
+def _served_fingerprints(context, lake: Lake, shards: set[str]) -> np.ndarray:
+    """Distinct hashes of the served chunks' fingerprints — of the documents in `shards` when the
+    step holds only some — read batch by batch (8 bytes a chunk held, not its fingerprint)."""
+    served = lake.read_manifest(missing_ok=True)
+    whole = shards >= set(SHARD_KEYS)
+    try:
+        batches = lake.published_batches(s.CHUNKS, served, ["fingerprint"] if whole else ["fingerprint", "doc_id"]) if served else []
+        return distinct_hashes(
+            b.column("fingerprint") if whole
+            else b.column("fingerprint").filter(pa.array([shard_of(d, SHARD_KEYS) in shards for d in b.column("doc_id").to_pylist()]))
+            for b in batches
+        )
+    except IndexUnreadableError as exc:  # as _served_table: a damaged served generation blocks nothing
+        context.log.error(f"{exc} — building the new generation without it")
+        return distinct_hashes([])
+
+
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS, partitions_def=SHARDS)
 def chunk_fingerprints(
     context: dg.AssetExecutionContext, rag: RagSettingsResource, chunks: dict[str, pa.Table]
@@ -345,16 +375,10 @@ def chunk_fingerprints(
     total = sum(t.num_rows for t in chunks.values())
     with Progress("fingerprint", total, "chunks", log=context.log.info) as progress:
         lake = Lake(rag.settings().lake_dir)
-        served = _served_table(context, lake, s.CHUNKS, lake.read_manifest(missing_ok=True), ["fingerprint", "doc_id"])
-        mine = set()
-        if served is not None:  # the served chunks of the documents in this step's shards
-            shards = pa.array([shard_of(d, SHARD_KEYS) for d in served.column("doc_id").to_pylist()], pa.string())
-            served = served.filter(pc.is_in(shards, value_set=pa.array(list(chunks), pa.string())))
-        previous = served.column("fingerprint").to_pylist() if served is not None else []
-        for table in chunks.values():
-            mine.update(table.column("fingerprint").to_pylist())
+        mine = distinct_hashes(_paged_columns(chunks, "fingerprint"))
+        diff = rows.fingerprint_diff(mine, _served_fingerprints(context, lake, set(chunks)))
         progress.advance(total)
-    context.add_output_metadata({"fingerprints": len(mine), **rows.fingerprint_diff(mine, previous)})
+    context.add_output_metadata({"fingerprints": diff["new"] + diff["same"], **diff})
     return {shard: with_lineage(t.select(["chunk_id", "fingerprint"]), lineage(t)) for shard, t in chunks.items()}
 
 
@@ -373,7 +397,7 @@ def embeddings(
     key = encoder.identity.key
     # sized up front in Arrow: a Python string per fingerprint of every shard (540k at 100k
     # documents) was most of what this step held beyond the model (bench/README.md)
-    distinct, missing_total = lake.count_uncached_vectors(key, [t.column("fingerprint") for t in chunks.values()])
+    distinct, missing_total = lake.count_uncached_vectors(key, _paged_columns(chunks, "fingerprint"))
     out, embedded, reused, seconds = {}, 0, 0, 0.0
     note = f"{distinct - missing_total} from the embedding cache" if distinct > missing_total else ""
     pending = PendingEntries(lambda entries: lake.add_to_cache(key, entries))

@@ -32,6 +32,7 @@ from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 from rag_pipeline.faults import failpoint
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.ann import EXACT, AnnPolicy, vector_index_plan
+from rag_pipeline.store.keyhash import HashIndex, distinct_hashes, key_hashes
 from rag_pipeline.store.lock import table_creation_lock
 from rag_pipeline.store.predicates import sql_in
 from rag_pipeline.store.terms import changed_frequencies, document_frequencies, sum_frequencies
@@ -182,7 +183,7 @@ class Lake:
     def __init__(self, lake_dir: Path):
         self.lake_dir = Path(lake_dir)
         self._db = None
-        self._key_columns: dict[str, tuple[int, pa.ChunkedArray, pa.ChunkedArray]] = {}  # name -> (version, cache_key, _rowid)
+        self._key_columns: dict[str, tuple[int, HashIndex, np.ndarray]] = {}  # name -> (version, key hashes, row ids)
 
     @property
     def db(self):
@@ -273,24 +274,25 @@ class Lake:
     def cached_chunk_keys(self, keys: list[str]) -> set[str]:
         return self._present(s.CHUNK_CACHE, keys)
 
-    def count_uncached_vectors(self, model_key: str, fingerprints: list[pa.ChunkedArray | pa.Array]) -> tuple[int, int]:
-        """(distinct fingerprints, how many of them this model's cache lacks), in Arrow: no Python
-        object per fingerprint."""
-        pieces = [piece for column in fingerprints for piece in (column.chunks if isinstance(column, pa.ChunkedArray) else [column])]
-        wanted = pc.unique(pa.chunked_array(pieces, pa.string())) if pieces else pa.array([], pa.string())
+    def count_uncached_vectors(self, model_key: str, fingerprints: Iterable[pa.ChunkedArray | pa.Array]) -> tuple[int, int]:
+        """(distinct fingerprints, how many of them this model's cache lacks), by 64-bit hashes
+        (store.keyhash): no Python object, nor an Arrow hash table, per fingerprint."""
+        wanted = distinct_hashes(fingerprints)
         name = s.embedding_cache_table(model_key)
         if name not in self._tables() or not len(wanted):
             return len(wanted), len(wanted)
         stored, _ = self._key_column(name, self.db.open_table(name).to_lance())
-        return len(wanted), len(wanted) - pc.sum(pc.is_in(wanted, value_set=stored)).as_py()
+        return len(wanted), len(wanted) - int(stored.contains(wanted).sum())
 
     def _present(self, name: str, keys: list[str]) -> set[str]:
-        """Which keys a cache table holds: the key column only (to size a step's work up front)."""
+        """Which keys a cache table holds, by their hashes (to size a step's work up front: a key
+        taken for present by a hash collision is still computed when `_lookup`, which is exact,
+        does not find it)."""
         if name not in self._tables() or not keys:
             return set()
         stored, _ = self._key_column(name, self.db.open_table(name).to_lance())
-        wanted = pa.array(list(set(keys)), pa.string())
-        return set(pc.filter(wanted, pc.is_in(wanted, value_set=stored)).to_pylist())
+        wanted = list(set(keys))
+        return {key for key, held in zip(wanted, stored.contains(key_hashes(wanted))) if held}
 
     def _stored(self, name: str, columns: list[str]) -> pa.Table:
         """Some columns of every row of a cache table (its key column, to decide what to keep)."""
@@ -299,33 +301,41 @@ class Lake:
     def _lookup(self, name: str, keys: list[str], columns: list[str]) -> pa.Table:
         """Rows of a content-addressed cache table whose cache_key is among keys.
 
-        One read of the key column with its row ids, then a take of the matching rows by row id:
-        a `cache_key IN (...)` filter per 1,000 keys scanned the whole table once per batch
-        (quadratic in the corpus), and Lance's take by row *offset* maps offsets through each
-        fragment's deletion file — after housekeeping pruned 1 % of a cache it took 1.7–4.5 s per
-        2,500 rows at 100k documents against 0.03 s by row id (bench/README.md, "Cache look-ups
-        by row id"). Rows come back in table order, as before.
+        The rows whose key hash matches are taken by row id, then their keys are compared (a hash
+        collision is dropped there). A `cache_key IN (...)` filter per 1,000 keys scanned the whole
+        table once per batch (quadratic in the corpus), and Lance's take by row *offset* maps
+        offsets through each fragment's deletion file — after housekeeping pruned 1 % of a cache it
+        took 1.7–4.5 s per 2,500 rows at 100k documents against 0.03 s by row id (bench/README.md,
+        "Cache look-ups by row id"). Rows come back in table order, as before.
         """
         if name not in self._tables() or not keys:
             return pa.table({c: [] for c in columns})
         dataset = self.db.open_table(name).to_lance()
         stored, row_ids = self._key_column(name, dataset)
-        rows = pc.indices_nonzero(pc.is_in(stored, value_set=pa.array(list(set(keys)), pa.string())))
-        found = pc.take(stored, rows)
+        wanted = pa.array(list(set(keys)), pa.string())
+        rows = stored.positions(key_hashes(wanted))
+        fetched = dataset._take_rows(row_ids[rows].tolist(), columns=list(dict.fromkeys(["cache_key", *columns])))
+        exact = pc.is_in(fetched.column("cache_key"), value_set=wanted)
+        fetched = fetched.filter(exact)  # a key whose hash matched another's is dropped here
+        found = fetched.column("cache_key")
         if pc.count_distinct(found).as_py() < len(found):  # see _insert_new: one row per key
-            first = pa.table({"key": found, "row": rows}).group_by("key", use_threads=False).aggregate([("row", "min")])
-            rows = first.column("row_min").sort()
-        return dataset._take_rows(pc.take(row_ids, rows), columns=columns)
+            first = pa.table({"key": found, "at": np.arange(len(found))}).group_by("key", use_threads=False).aggregate([("at", "min")])
+            fetched = fetched.take(first.column("at_min").sort())
+        return fetched.select(columns)
 
-    def _key_column(self, name: str, dataset) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
-        """The table's key column and row ids at the dataset's version, read once per version: a
-        step looks up each of its shards in turn, which at 100k documents read the embedding
-        cache's 540k keys 40 times a step (bench/cache_lookup.py). Row ids name rows of that
-        version only."""
+    def _key_column(self, name: str, dataset) -> tuple[HashIndex, np.ndarray]:
+        """The table's key hashes (sorted for look-ups) and row ids at the dataset's version, read
+        once per version (a step looks up each of its shards in turn, which at 100k documents read
+        the embedding cache's 540k keys 40 times a step: bench/cache_lookup.py) and batch by batch:
+        24 bytes a row are held, not the keys. Row ids name rows of that version only."""
         held = self._key_columns.get(name)
         if held is None or held[0] != dataset.version:
-            table = dataset.to_table(columns=["cache_key"], with_row_id=True)
-            held = (dataset.version, table.column("cache_key"), table.column("_rowid"))
+            hashes, row_ids = [], []
+            for batch in dataset.to_batches(columns=["cache_key"], with_row_id=True):
+                hashes.append(key_hashes(batch.column("cache_key")))
+                row_ids.append(batch.column("_rowid").to_numpy())
+            held = (dataset.version, HashIndex(np.concatenate(hashes) if hashes else np.zeros(0, np.uint64), presorted=False),
+                    np.concatenate(row_ids) if row_ids else np.zeros(0, np.uint64))
             self._key_columns[name] = held
         return held[1], held[2]
 
@@ -804,6 +814,11 @@ class Lake:
         with self.reading(name, manifest):
             table = self.open_published(name, manifest)
             return table.to_arrow() if columns is None else table.to_lance().to_table(columns=columns)
+
+    def published_batches(self, name: str, manifest: dict, columns: list[str]) -> Iterator[pa.RecordBatch]:
+        """Some columns of a served table, a record batch at a time (a whole-corpus scan held flat)."""
+        with self.reading(name, manifest):
+            yield from self.open_published(name, manifest).to_lance().to_batches(columns=columns)
 
     def _generation_path(self, generation: int) -> Path:
         return self.lake_dir / GENERATIONS_DIR / f"{generation:06d}.json"

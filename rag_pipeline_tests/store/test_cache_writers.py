@@ -141,6 +141,27 @@ def test_a_look_up_on_a_pruned_cache_takes_exactly_the_live_rows_asked_in_table_
     assert found.column("cache_key").to_pylist() == scan_order
 
 
+def test_a_look_up_stays_exact_when_key_hashes_collide(tmp_path, monkeypatch):
+    """Look-ups match 64-bit key hashes (store.keyhash), then compare the keys they took: with a
+    stand-in hash under which every key collides with many others, each key asked is found with
+    its own value and nothing else comes back."""
+    import numpy as np
+
+    from rag_pipeline.store import lake as lake_module
+    from rag_pipeline.store.keyhash import key_hashes
+
+    lake = Lake(tmp_path)
+    lake.add_parses({f"k{i:03d}": f"value {i}" for i in range(300)})
+    monkeypatch.setattr(lake_module, "key_hashes", lambda values: key_hashes(values) % np.uint64(7))
+    asked = [f"k{i:03d}" for i in range(0, 300, 11)] + ["missing"]
+    found = Lake(tmp_path)._lookup(s.PARSE_CACHE, asked, ["cache_key", "outcome"])
+    assert found.column("cache_key").to_pylist() == asked[:-1]
+    assert found.column("outcome").to_pylist() == [f"value {int(k[1:])}" for k in asked[:-1]]
+    assert found.column_names == ["cache_key", "outcome"]
+    values = Lake(tmp_path)._lookup(s.PARSE_CACHE, asked, ["outcome"])  # the key column is compared, not returned
+    assert values.column_names == ["outcome"] and values.num_rows == len(asked) - 1
+
+
 def test_the_embedding_step_sizes_its_work_from_arrow_columns_of_every_shard(tmp_path):
     """count_uncached_vectors: distinct fingerprints across shards (a chunk text shared by two
     shards counts once) and how many this model's cache lacks; no cache table yet: all of them."""

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from rag_pipeline.chunking import Chunk
 from rag_pipeline.defs.io import read_arrow, write_arrow
@@ -14,6 +15,7 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock
 from rag_pipeline.ingest.scan import DocumentMetadata, RawFile
 from rag_pipeline.ingest.triage import QuarantineRecord
 from rag_pipeline.store import staging
+from rag_pipeline.store.keyhash import distinct_hashes
 from rag_pipeline.store.rows import fingerprint_diff, input_signature
 
 
@@ -43,9 +45,10 @@ def test_records_round_trip_through_arrow_files(tmp_path):
 
 
 def test_fingerprint_diff_counts_distinct_fingerprints():
-    current = ["a", "b", "b", "c"]  # a fingerprint shared by two chunks counts once
-    assert fingerprint_diff(current, ["b", "d", "d"]) == {"new": 2, "same": 1, "gone": 1}
-    assert fingerprint_diff(current, []) == {"new": 3, "same": 0, "gone": 0}
+    current = distinct_hashes([pa.array(["a", "b"]), pa.array(["b", "c"])])  # a fingerprint shared by two chunks counts once
+    assert fingerprint_diff(current, distinct_hashes([["b", "d", "d"]])) == {"new": 2, "same": 1, "gone": 1}
+    assert fingerprint_diff(current, distinct_hashes([])) == {"new": 3, "same": 0, "gone": 0}
+    assert fingerprint_diff(distinct_hashes([]), current) == {"new": 0, "same": 0, "gone": 3}
 
 
 def test_input_signature_sees_files_sidecar_metadata_chunks_quarantine_and_model():
