@@ -218,6 +218,10 @@ def test_no_op_run_stages_nothing_and_housekeeping_keeps_what_rollback_needs(wor
     assert lake.cached_parse_keys([parse_key(f["sha256"], f["source"]) for rows in files for f in rows]) == set(lake.db.open_table(s.PARSE_CACHE).to_lance().to_table(columns=["cache_key"]).column("cache_key").to_pylist())
     fingerprints = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["fingerprint"]).column("fingerprint").to_pylist())
     assert lake.count_uncached_vectors(newest["model"]["key"], [pa.array(sorted(fingerprints))]) == (len(fingerprints), 0)
+    assert lake.db.open_table(s.embedding_cache_table(newest["model"]["key"])).count_rows() == len(fingerprints)  # no stale vector
+    chunk_ids = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist())
+    cached_ids = lake.db.open_table(s.CHUNK_CACHE).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist()
+    assert set().union(*map(set, cached_ids)) == chunk_ids  # every chunking kept is indexed whole, and every indexed one kept
     assert lake.db.open_table(s.embedding_cache_table(newest["model"]["key"])).count_rows() == len(fingerprints)
     chunk_ids = set(lake.open_published(s.CHUNKS, newest).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist())
     chunkings = lake.db.open_table(s.CHUNK_CACHE).to_lance().to_table(columns=["chunk_id"]).column("chunk_id").to_pylist()

@@ -38,3 +38,18 @@ def test_the_index_finds_every_row_of_a_repeated_hash_in_table_order():
     assert index.contains(np.array([30, 40, 90, 100, 0], dtype=np.uint64)).tolist() == [True, False, True, False, False]
     assert index.positions(np.array([10, 90, 70, 30], dtype=np.uint64)).tolist() == [1, 2, 3, 4, 5]
     assert HashIndex(np.zeros(0, np.uint64)).contains(np.array([1], dtype=np.uint64)).tolist() == [False]
+
+
+def test_chunk_ids_hash_in_numpy_and_apart_from_their_halves(monkeypatch):
+    doc, fps = _digest(0)[:16], [_digest(i)[:16] for i in range(1, 2001)]
+    ids = [f"{doc}-{fp}" for fp in fps] + [f"{fps[0]}-{doc}"]  # the halves swapped
+    import rag_pipeline.store.keyhash as keyhash
+
+    with monkeypatch.context() as patched:  # every well-formed chunk id is hashed without the per-value path
+        patched.setattr(keyhash.hashlib, "blake2b", None)
+        hashed = key_hashes(pa.chunked_array([ids[:700], ids[700:]]))
+    assert len(set(hashed.tolist())) == len(ids)
+    assert (key_hashes(ids[::-1])[::-1] == hashed).all()
+    # a repeated text's id (`-1`), a malformed one and the digest halves alone are other keys
+    others = key_hashes([f"{doc}-{fps[0]}-1", f"{doc}_{fps[0]}", f"{doc}-{fps[0].upper()}", doc, fps[0]])
+    assert not set(others.tolist()) & set(hashed.tolist()) and len(set(others.tolist())) == 5
