@@ -8,7 +8,8 @@ raw_documents → parsed_documents (+ quarantine) → chunks → chunk_fingerpri
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -49,6 +50,7 @@ from rag_pipeline.store.pending import PendingEntries
 
 OWNERS = ["team:search-platform"]
 WRITER_POOL = "rag_lake_writer"  # Dagster concurrency pool of the steps that write the lake (limit 1)
+T = TypeVar("T")
 
 
 def _md_table(header: list[str], records: list[list]) -> dg.MetadataValue:
@@ -328,18 +330,21 @@ def _add_chunk_rows(lake: Lake):
 
 
 def _served_table(context, lake: Lake, name: str, served: dict | None, columns: list[str] | None = None):
-    """The served generation's table to diff against; None when there is none or it is damaged.
+    """The served generation's table to diff against; None when there is none or it is damaged."""
+    return _unless_damaged(context, lambda: lake.published_arrow(name, served, columns), None) if served else None
+
+
+def _unless_damaged(context, read: Callable[[], T], fallback: T) -> T:
+    """`read()` of the served generation, or `fallback` when that generation is damaged.
 
     A damaged served generation must not block the run that replaces it: everything is rebuilt
     from the caches, and only the diff statistics and document versions start afresh.
     """
-    if not served:
-        return None
     try:
-        return lake.published_arrow(name, served, columns)
+        return read()
     except IndexUnreadableError as exc:
         context.log.error(f"{exc} — building the new generation without it")
-        return None
+        return fallback
 
 
 def _paged_columns(tables: dict[str, pa.Table], column: str) -> Iterator[pa.ChunkedArray]:
@@ -355,16 +360,16 @@ def _served_fingerprints(context, lake: Lake, shards: set[str]) -> np.ndarray:
     step holds only some — read batch by batch (8 bytes a chunk held, not its fingerprint)."""
     served = lake.read_manifest(missing_ok=True)
     whole = shards >= set(SHARD_KEYS)
-    try:
+
+    def hashes() -> np.ndarray:
         batches = lake.published_batches(s.CHUNKS, served, ["fingerprint"] if whole else ["fingerprint", "doc_id"]) if served else []
         return distinct_hashes(
             b.column("fingerprint") if whole
             else b.column("fingerprint").filter(pa.array([shard_of(d, SHARD_KEYS) in shards for d in b.column("doc_id").to_pylist()]))
             for b in batches
         )
-    except IndexUnreadableError as exc:  # as _served_table: a damaged served generation blocks nothing
-        context.log.error(f"{exc} — building the new generation without it")
-        return distinct_hashes([])
+
+    return _unless_damaged(context, hashes, distinct_hashes([]))
 
 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS, partitions_def=SHARDS)
