@@ -9,8 +9,8 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import dagster as dg
 import numpy as np

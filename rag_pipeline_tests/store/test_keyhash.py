@@ -7,6 +7,7 @@ import hashlib
 import numpy as np
 import pyarrow as pa
 
+from rag_pipeline.store import keyhash
 from rag_pipeline.store.keyhash import HashIndex, count_in, distinct_hashes, key_hashes
 
 
@@ -43,8 +44,6 @@ def test_the_index_finds_every_row_of_a_repeated_hash_in_table_order():
 def test_chunk_ids_hash_in_numpy_and_apart_from_their_halves(monkeypatch):
     doc, fps = _digest(0)[:16], [_digest(i)[:16] for i in range(1, 2001)]
     ids = [f"{doc}-{fp}" for fp in fps] + [f"{fps[0]}-{doc}"]  # the halves swapped
-    import rag_pipeline.store.keyhash as keyhash
-
     with monkeypatch.context() as patched:  # every well-formed chunk id is hashed without the per-value path
         patched.setattr(keyhash.hashlib, "blake2b", None)
         hashed = key_hashes(pa.chunked_array([ids[:700], ids[700:]]))
