@@ -192,6 +192,7 @@ class LakeStaging(dg.IOManager):
             path = staged_path(self.lake_dir, context.run_id, asset, shard=key)
             if not _spilled_to(table, path):
                 write_arrow(path, table)
+                release_stage_pages()  # a shard selected from mapped stage files faulted its pages in
             write_json(latest_pointer(self.lake_dir, asset, key), {"run_id": context.run_id})
         context.add_output_metadata(
             {"staged_rows": sum(t.num_rows for t in shards.values()), "staged_bytes": sum(t.nbytes for t in shards.values())}
