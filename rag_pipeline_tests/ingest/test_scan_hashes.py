@@ -83,3 +83,22 @@ def test_another_folders_hashes_and_an_unreadable_table_only_cost_a_full_hash(fo
     assert Lake(lake).read_scan_hashes() is None
     _, hashes = _scan(other, lake)
     assert (hashes.hashed, hashes.reused) == (4, 0)
+
+
+@pytest.mark.parametrize("colliding", [False, True], ids=["python-hash", "every-path-colliding"])
+def test_known_paths_are_found_by_their_bytes_in_any_order(monkeypatch, colliding):
+    """The last scan's paths are held as one bytes and their ends (no dict of paths); a path is
+    found at its row whatever order the files come in, a new one is not found, and a hash shared
+    by several paths never returns another path's row."""
+    if colliding:
+        monkeypatch.setattr(scan, "_path_hash", lambda path: len(path) % 3)
+    paths = [b"/raw/a.txt", b"/raw/b\xff.txt", b"/raw/sub/c.txt", b"/raw/sub/d.txt", b"/raw/na\xc3\xafve.txt", b"/raw/e.md"]
+    ends, total = [], 0
+    for path in paths:
+        total += len(path)
+        ends.append(total)
+    for order in ([0, 1, 2, 3, 4, 5], [5, 4, 3, 2, 1, 0], [3, 0, 5, 1, 4, 2]):
+        rows = scan.PathRows(b"".join(paths), ends)
+        assert [rows.find(paths[row]) for row in order] == order
+        assert rows.find(b"/raw/new.txt") is None and rows.find(b"/raw/a.tx") is None and rows.find(b"/raw/sub/e.txt") is None
+    assert scan.PathRows(b"", []).find(b"/raw/a.txt") is None
