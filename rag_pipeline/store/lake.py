@@ -691,30 +691,26 @@ class Lake:
         if s.PARSE_CACHE in tables:
             removed[s.PARSE_CACHE] = self._delete_keys(s.PARSE_CACHE, self._keys_not_in(s.PARSE_CACHE, union(parse_keys)))
         if s.CHUNK_CACHE in tables:
-            removed[s.CHUNK_CACHE] = self._delete_keys(s.CHUNK_CACHE, self._chunkings_not_within(union(chunk_ids)))
+            removed[s.CHUNK_CACHE] = self._delete_keys(s.CHUNK_CACHE, self._keys_not_in(s.CHUNK_CACHE, union(chunk_ids), "chunk_id"))
         vectors = s.embedding_cache_table(newest["model"]["key"])
         if vectors in tables:
             removed[vectors] = self._delete_keys(vectors, self._keys_not_in(vectors, union(fingerprints)))
         return removed
 
-    def _keys_not_in(self, name: str, used: np.ndarray) -> list[str]:
-        """The cache_keys of a cache table whose hash is not among the sorted `used` hashes, read
-        a record batch at a time. A key whose hash collides with a used one is kept (a stale row,
-        never a lost one). The key columns read whole, with Arrow hash tables over them, were the
-        largest allocation of a 1 %-change run's housekeeping at 100k documents."""
+    def _keys_not_in(self, name: str, used: np.ndarray, column: str = "cache_key") -> list[str]:
+        """The cache_keys of a cache table's rows whose `column` — a key, or a list of keys (a
+        chunking's chunk ids) — holds a key whose hash is not among the sorted `used` hashes, read a
+        record batch at a time. A key whose hash collides with a used one counts as used (a stale
+        row kept, never a lost one). The key columns read whole, with Arrow hash tables over them,
+        were the largest allocation of a 1 %-change run's housekeeping at 100k documents."""
         index, unused = HashIndex(used), []
-        for batch in self.db.open_table(name).to_lance().to_batches(columns=["cache_key"]):
-            keys = batch.column("cache_key")
-            unused.extend(keys.filter(pa.array(~index.contains(key_hashes(keys)))).to_pylist())
-        return unused
-
-    def _chunkings_not_within(self, chunk_ids: np.ndarray) -> list[str]:
-        """The cache_keys of chunk cache rows holding a chunk id whose hash is not among `chunk_ids`."""
-        index, unused = HashIndex(chunk_ids), []
-        for batch in self.db.open_table(s.CHUNK_CACHE).to_lance().to_batches(columns=["cache_key", "chunk_id"]):
-            lists = batch.column("chunk_id")
-            outside = ~index.contains(key_hashes(pc.list_flatten(lists)))
-            rows = np.unique(pc.list_parent_indices(lists).to_numpy()[outside])
+        for batch in self.db.open_table(name).to_lance().to_batches(columns=list(dict.fromkeys(["cache_key", column]))):
+            values = batch.column(column)
+            if pa.types.is_list(values.type):
+                outside = ~index.contains(key_hashes(pc.list_flatten(values)))
+                rows = np.unique(pc.list_parent_indices(values).to_numpy()[outside])
+            else:
+                rows = np.flatnonzero(~index.contains(key_hashes(values)))
             unused.extend(batch.column("cache_key").take(pa.array(rows, pa.int64())).to_pylist())
         return unused
 
