@@ -27,11 +27,11 @@ from rag_pipeline.defs.shards import (
     SHARD_KEYS,
     SHARDS,
     gather_shards,
+    iter_shards,
     lineage,
     scan_digest,
     shard_advice,
     shard_of,
-    split_by_shard,
     step_shards,
     with_lineage,
 )
@@ -124,23 +124,24 @@ def parse_documents(
     """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
-    raw_shards = {key: table for key, table in split_by_shard(raw_documents).items() if key in step_shards(context)}
     parse_key = parse_key_of(settings.ocr_lang)
-    keys = {
-        doc_id: parse_key(sha, os.fsdecode(path))
-        for table in raw_shards.values()
-        for doc_id, sha, path in zip(*(table.column(c).to_pylist() for c in ("doc_id", "sha256", "path")))
-    }
-    known = lake.cached_parse_keys(list(keys.values()))
-    reused = sum(1 for key in keys.values() if key in known)
-    unreadable_sidecar = {d for t in raw_shards.values() for d, e in zip(*(t.column(c).to_pylist() for c in ("doc_id", "metadata_error"))) if e}
-    to_parse = {key for doc_id, key in keys.items() if key not in known and doc_id not in unreadable_sidecar}
+    # the work sized up front a shard at a time: the step's keys of every shard held at once were
+    # a Python string pair per file (100k at 100k documents, bench/README.md)
+    reused, to_parse = 0, set()
+    for _, raw_table in iter_shards(raw_documents, step_shards(context)):
+        keys = _parse_keys(raw_table, parse_key)
+        known = lake.cached_parse_keys(list(keys.values()))
+        unreadable_sidecar = {d for d, e in zip(*(raw_table.column(c).to_pylist() for c in ("doc_id", "metadata_error"))) if e}
+        reused += sum(1 for key in keys.values() if key in known)
+        to_parse.update(key for doc_id, key in keys.items() if key not in known and doc_id not in unreadable_sidecar)
+        release_stage_pages()
     parsed_out, quarantine_out, totals = {}, {}, ParseTotals()
     started = time.perf_counter()
     note = f"{reused} from the parse cache" if reused else ""
     workers = ParsePool(workers=min(settings.parse_workers, len(to_parse)) or 1, memory_mb=settings.parse_memory_mb)
     with Progress("parse", len(to_parse), "files", log=context.log.info, note=note) as progress, PendingEntries(lake.add_parses) as pending, workers:
-        for shard, raw_table in raw_shards.items():
+        for shard, raw_table in iter_shards(raw_documents, step_shards(context)):
+            keys = _parse_keys(raw_table, parse_key)
             raws = staging.raw_files_from_table(raw_table)
             parsed, quarantined, serialized = _parse_shard(context, lake, settings, raws, keys, progress, totals, pending, workers)
             scan = scan_digest(raw_table)
@@ -177,6 +178,11 @@ def parse_documents(
             "files": _md_table(["source", "reason", "detail"], [[q.source, q.reason, q.detail] for q in totals.quarantined]),
         },
     )
+
+
+def _parse_keys(raw_table: pa.Table, parse_key) -> dict[str, str]:
+    """doc_id → parse cache key of each file of a shard of the scan."""
+    return {doc_id: parse_key(sha, os.fsdecode(path)) for doc_id, sha, path in zip(*(raw_table.column(c).to_pylist() for c in ("doc_id", "sha256", "path")))}
 
 
 def _spill(context, settings, asset: str, shard: str, table: pa.Table) -> pa.Table:

@@ -13,7 +13,7 @@ under the old N can be mistaken for one of the new set.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import dagster as dg
 import numpy as np
@@ -94,8 +94,18 @@ class StaleShardError(RuntimeError):
 
 def split_by_shard(table: pa.Table, keys: list[str] = SHARD_KEYS) -> dict[str, pa.Table]:
     """Rows of a table with a doc_id column, by shard (every key present, possibly empty)."""
+    return dict(iter_shards(table, keys, keys))
+
+
+def iter_shards(table: pa.Table, wanted: Iterable[str], keys: list[str] = SHARD_KEYS) -> Iterator[tuple[str, pa.Table]]:
+    """The rows of each `wanted` shard in turn, each copied out when it is reached: a step over
+    every shard holds one shard's rows, not a copy of the whole table (the scan's 100k rows split
+    at once were ~40 MB of a no-op's parse step, bench/README.md)."""
     shard = pa.array([shard_of(d, keys) for d in table.column("doc_id").to_pylist()], pa.string())
-    return {key: table.filter(pc.equal(shard, key)) for key in keys}
+    wanted = set(wanted)
+    for key in keys:
+        if key in wanted:
+            yield key, table.filter(pc.equal(shard, key))
 
 
 def scan_digest(raw_shard: pa.Table) -> str:
