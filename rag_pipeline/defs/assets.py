@@ -20,7 +20,7 @@ from rag_pipeline.chunking import HEADING_SEPARATOR, TokenBudget, chunk_cache_ke
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rag_pipeline.defs.io import release_stage_pages, spill_shard
+from rag_pipeline.defs.io import release_stage_pages, spill
 from rag_pipeline.defs.memory import release_pool_pages
 from rag_pipeline.defs.resources import LakeWriterResource, RagSettingsResource
 from rag_pipeline.defs.shards import (
@@ -79,6 +79,7 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
 
     table = staging.raw_files_to_table(counted(iter_raw_files(rag.settings().raw_dir, hashes)))
     lake.write_scan_hashes(staging.file_hashes_to_table(hashes))
+    table = spill(lake.lake_dir, context.run_id, "raw_documents", table)  # the run keeps what the step returns (defs.io.spill)
     context.add_output_metadata(
         {
             "raw_dir": str(rag.settings().raw_dir),
@@ -186,10 +187,10 @@ def _parse_keys(raw_table: pa.Table, parse_key) -> dict[str, str]:
 
 
 def _spill(context, settings, asset: str, shard: str, table: pa.Table) -> pa.Table:
-    """The shard's output written now and held memory-mapped (defs.io.spill_shard); the Arrow
+    """The shard's output written now and held memory-mapped (defs.io.spill); the Arrow
     pool's pages the shards before it freed go back to the OS (release_pool_pages)."""
     release_pool_pages()
-    return spill_shard(settings.lake_dir, context.run_id, asset, shard, table)
+    return spill(settings.lake_dir, context.run_id, asset, table, shard)
 
 
 @dataclass

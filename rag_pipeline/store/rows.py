@@ -311,7 +311,7 @@ def input_signature(inputs: Iterable[pa.Table], model_key: str, dimension: int, 
     for schema in (s.documents_schema(), s.chunks_schema(dimension), s.quarantine_schema()):
         digest.update(schema.serialize())
     for table in inputs:
-        digest.update(table.schema.serialize())
+        digest.update(table.schema.remove_metadata().serialize())  # where a stage was staged is not content
         for start in range(0, table.num_rows, SIGNATURE_SLICE_ROWS):
             for batch in table.slice(start, SIGNATURE_SLICE_ROWS).combine_chunks().to_batches():
                 digest.update(batch.serialize())
