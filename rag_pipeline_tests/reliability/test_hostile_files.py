@@ -337,14 +337,24 @@ def test_zip_bomb_is_too_large_before_anything_inflates(tmp_path, ext):
 
 
 @pytest.mark.timeout(120)
-def test_long_document_of_plain_paragraphs_parses_in_linear_time(tmp_path):
+def test_long_document_of_plain_paragraphs_parses_in_linear_time(tmp_path, monkeypatch):
     """28k unstyled paragraphs (1 MB of XML): python-docx's default-style lookup per paragraph
-    made this take 43 s; each style is now resolved once."""
+    (a scan of every style of the document) made this take 43 s; each style is now resolved once.
+    Counted, not timed: a wall-clock bound failed on a loaded CI machine (~5 s quiet)."""
+    from docx.text.paragraph import Paragraph
+
+    resolved = []
+    real_style = Paragraph.style
+
+    def counted_style(self):
+        resolved.append(1)
+        return real_style.fget(self)
+
+    monkeypatch.setattr(Paragraph, "style", property(counted_style, real_style.fset))
     long = zip_bomb(office_templates(tmp_path), tmp_path / "long.docx", 1 << 20)
-    started = time.perf_counter()
     doc = parse_file(long)
     assert len(doc.blocks) > 28_000
-    assert time.perf_counter() - started < 15
+    assert 1 <= len(resolved) <= 10, f"{len(resolved)} style look-ups for {len(doc.blocks)} paragraphs"
 
 
 def test_sheet_that_inflates_far_beyond_its_disk_size_is_streamed(tmp_path, monkeypatch):
