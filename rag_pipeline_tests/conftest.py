@@ -114,5 +114,7 @@ def pytest_collection_modifyitems(config, items) -> None:
     worker (its module fixtures are built once), and every reader of the shared corpus's run on
     one worker (a 3-minute session fixture, built once)."""
     for item in items:
+        if item.get_closest_marker("xdist_group"):  # the module names its group (test_ingest_corpus.py)
+            continue
         group = "shared_corpus_run" if "shared_corpus_run" in item.fixturenames else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
