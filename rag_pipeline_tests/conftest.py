@@ -108,13 +108,3 @@ def pytest_report_header(config) -> str:
     tmp = shutil.disk_usage(os.environ.get("TMPDIR", "/tmp")).free / 2**30
     return f"free disk: {free:.1f} GiB at the checkout, {tmp:.1f} GiB at the temp dir"
 
-
-def pytest_collection_modifyitems(config, items) -> None:
-    """Groups for `pytest -n N --dist loadgroup` (scripts/test.sh): a file's tests run on one
-    worker (its module fixtures are built once), and every reader of the shared corpus's run on
-    one worker (a 3-minute session fixture, built once)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group"):  # the module names its group (test_ingest_corpus.py)
-            continue
-        group = "shared_corpus_run" if "shared_corpus_run" in item.fixturenames else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))

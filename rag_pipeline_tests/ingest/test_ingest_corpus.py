@@ -56,9 +56,6 @@ ROW_PARAMS = [pytest.param(r, id=r["file"]) for r in ROWS] or [
 
 
 _PIPELINE: dict[str, ParsedDocument | UnreadableDocument] = {}  # rel -> the corpus run's cached outcome
-# on the xdist worker that builds the session's corpus run (conftest.py): the autouse fixture below
-# asks for it by name, which the grouping by fixture names cannot see
-pytestmark = pytest.mark.xdist_group("shared_corpus_run")
 
 
 @pytest.fixture(scope="module", autouse=True)
