@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/cross_lingual.py [--golden FILE=LAKE ...]
     .venv/bin/python bench/cross_lingual.py --sweep --golden-fit data/golden/sample_golden.jsonl=LAKE
+    .venv/bin/python bench/cross_lingual.py --names [--golden FILE=LAKE ...]
 
 XQuAD en→zh (English questions, Chinese passages) on both fixed halves of bench/fusion_sweep.py
 (`half()`), nDCG@10 and recall@10 per mode: `hybrid` with the translated arm (the product), the
@@ -16,6 +17,11 @@ fixed before any number was seen.
 `--golden FILE=LAKE` adds a golden set over an indexed lake (e.g. data/golden/corpus_golden.jsonl
 over an index of ../shared/corpus): hit@5 and answer/refusal rates of its cross-lingual questions,
 and of all the others (which the arm must leave alone), with and without the arm.
+
+`--names` is the ablation of romanized Chinese names (translate._romanized_names: "Chang'an" →
+长安): XQuAD en→zh `hybrid` on each half, and on the questions that hold such a name, with and
+without it; with `--golden`, each golden set's outcomes with and without, and the questions whose
+outcome changed.
 
 Monolingual benchmarks are unaffected by construction: the arm searches only chunks in the other
 language, and SciFact (en) and XQuAD zh→zh corpora hold none.
@@ -82,6 +88,51 @@ def sweep(golden_fit: str, progress: bool) -> list[dict]:
     return out
 
 
+def names_ablation(goldens: list[str], progress: bool) -> tuple[list[dict], list[str]]:
+    """XQuAD en→zh and golden outcomes with and without romanized-name renderings."""
+    import rag_pipeline.query.translate as translate
+    from rag_pipeline.query.api import RagIndex
+
+    found = translate._romanized_names
+
+    def names(on: bool) -> None:
+        translate._romanized_names = found if on else (lambda query: [])
+        translate.translate_query.cache_clear()
+
+    dataset = load_beir(XQUAD, queries_file=XQUAD / "queries_en.jsonl")
+    index = open_benchmark_index(dataset, progress=progress)
+    named = {q for q in dataset.queries if found(dataset.queries[q])}
+    rows, changed = [], []
+    try:
+        for on in (False, True):
+            names(on)
+            for name in ("fit", "report"):
+                ids = [q for q in dataset.queries if q in dataset.qrels and half(q) == name]
+                for label, subset in (("all", ids), ("with a name", [q for q in ids if q in named])):
+                    row = evaluate_mode(index, dataset, "hybrid", subset, MIN_DEPTH, progress)
+                    rows.append({"set": f"XQuAD en→zh {name}", "questions": label, "names": on, "n": len(subset),
+                                 "nDCG@10": row["ndcg@10"], "recall@10": row["recall@10"]})
+        for spec in goldens:
+            file, lake = spec.split("=", 1)
+            golden_index, questions = RagIndex.open(lake), load_golden(Path(file))
+            outcomes = {}
+            for on in (False, True):
+                names(on)
+                details = run_golden(golden_index, questions)["details"]
+                outcomes[on] = {d["id"]: (d["hit@5"], d["refused"], d["answer_contains"]) for d in details}
+                answerable = [d for d in details if d["answerable"]]
+                rows.append({"set": Path(file).stem, "questions": "all", "names": on, "n": len(details),
+                             "hit@5": _mean(d["hit@5"] for d in answerable),
+                             "answer_contains": _mean(d["answer_contains"] for d in answerable),
+                             "false_refusal": _mean(d["refused"] for d in answerable),
+                             "false_answer": _mean(not d["refused"] for d in details if not d["answerable"])})
+            changed += [f"{Path(file).stem} {q}: (hit@5, refused, contains) {outcomes[False][q]} → {outcomes[True][q]}"
+                        for q in outcomes[True] if outcomes[True][q] != outcomes[False][q]]
+    finally:
+        names(True)
+    return rows, changed
+
+
 def golden_table(spec: str) -> list[dict]:
     from rag_pipeline.query.api import RagIndex
 
@@ -124,9 +175,17 @@ def main() -> int:
     parser.add_argument("--no-xquad", action="store_true")
     parser.add_argument("--sweep", action="store_true", help="the fit-half sweep that chose the arm's weight")
     parser.add_argument("--golden-fit", default="data/golden/sample_golden.jsonl=/tmp/sample_lake", metavar="FILE=LAKE")
+    parser.add_argument("--names", action="store_true", help="ablation of romanized Chinese names (XQuAD en→zh, --golden sets)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     report: dict = {}
+    if args.names:
+        report["names"], changed = names_ablation(args.golden, not args.quiet)
+        print("\nRomanized Chinese names (Chang'an → 长安) in the translated arm, without / with")
+        _print(report["names"], ["set", "questions", "names", "n", "nDCG@10", "recall@10", "hit@5", "answer_contains", "false_refusal", "false_answer"])
+        print("\n".join(changed) or "no golden outcome changed")
+        (RESULTS / "cross_lingual_names.json").write_text(json.dumps(report, indent=1))
+        return 0
     if args.sweep:
         report["sweep"] = sweep(args.golden_fit, not args.quiet)
         print("\nTranslated arm weight, fit halves only (the product ships the best mean)")

