@@ -10,7 +10,9 @@ both halves. The rule is chosen on the fit halves only (highest mean over the th
 the rules at or above every single arm and plain RRF on each fit half), and the report halves
 say what it is worth. `--analyzers` adds the same table for the keyword arm as the product
 tokenized it before stemming and Chinese folding (rag_pipeline.text ANALYZER_VERSION 1), from
-throw-away full-text indexes over the same chunks.
+throw-away full-text indexes over the same chunks. `--dense-standing` adds rules that also weight
+each dense hit by how many spreads its cosine stands above the query's background sample (tried,
+not shipped: bench/README.md, "A dense hit's say by its standing").
 
 The report halves are also written as queries files (bench/results/splits/), so the product's
 own harness reproduces a reported number:
@@ -127,6 +129,7 @@ def collect(index, dataset, analyzers: bool) -> list[dict]:
     # idf over every chunk: the default principal may read all of an eval lake (= api's permitted counts)
     texts = index.chunks.to_lance().to_table(columns=[s.SEARCH_TEXT_COLUMN]).column(0).to_pylist()
     all_df = Counter(t for text in texts for t in set(text.split()))
+    background = index._scope(predicate)["background"]  # the asker's background sample, as api uses it
     tmp = tempfile.TemporaryDirectory()
     v1_table, v1_df = v1_keyword_table(index, tmp.name) if analyzers else (None, None)
     out = []
@@ -136,8 +139,10 @@ def collect(index, dataset, analyzers: bool) -> list[dict]:
         dense = dense_arm(index.chunks, vec, predicate, DEPTH)
         keyword = keyword_arm(index.chunks, query, predicate, DEPTH)
         rows = {r["chunk_id"]: r for r in dense + keyword}
+        sims = background @ vec
         q = {
             "qid": qid,
+            "background": (float(sims.mean()), float(sims.std())),
             "lang": detect_language(query),
             "dense": [(r["chunk_id"], r["score"]) for r in dense],
             "keyword": [(r["chunk_id"], r["score"]) for r in keyword],
@@ -169,7 +174,8 @@ def collect(index, dataset, analyzers: bool) -> list[dict]:
 
 def cached_collect(name: str, index, dataset, analyzers: bool) -> list[dict]:
     lake_key = Path(index.lake.lake_dir).name
-    path = RESULTS / "fusion_cache" / f"{lake_key}-{hashlib.sha1(dataset.queries_file.encode()).hexdigest()[:8]}-{int(analyzers)}.pkl"
+    # "-bg": records hold the background statistics (the dense-standing rules need them)
+    path = RESULTS / "fusion_cache" / f"{lake_key}-{hashlib.sha1(dataset.queries_file.encode()).hexdigest()[:8]}-{int(analyzers)}-bg.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
     started = time.perf_counter()
@@ -184,7 +190,7 @@ def cached_collect(name: str, index, dataset, analyzers: bool) -> list[dict]:
 
 
 def rules():
-    """(name, k, keyword arm weight, hit weight function | None, arm-only) for every candidate.
+    """(name, k, keyword arm weight, hit weight function | None, arm-only[, dense full-trust z]).
 
     A hit weight function gets (query record, chunk id, suffix) where suffix picks the analyzer's
     coverage ("" current, "_v1" before stemming/folding).
@@ -201,6 +207,16 @@ def rules():
             yield f"k={k}, same language {same}, across languages as same", k, 1.0, _hit_weight(t, "same"), None
             yield f"k={k}, same language {same}, across languages codes only", k, 1.0, _hit_weight(t, "codes"), None
             yield f"k={k}, same language {same}, across languages 0", k, 1.0, _hit_weight(t, "zero"), None
+    for z in DENSE_STANDING:  # the default's keyword rule, plus each dense hit weighted by its standing
+        yield f"k=20, coverage/0.5, codes only across; dense z/{z:g}", 20, 1.0, _hit_weight(0.5, "codes"), None, z
+
+
+DENSE_STANDING: list[float] = []  # --dense-standing: full-trust z values (tried, not shipped: bench/README.md)
+
+
+def standing_weights(dense, mean: float, spread: float, full_trust: float) -> dict[str, float]:
+    """A dense hit's say: min(1, its cosine's spreads above the query's background / full_trust)."""
+    return {cid: coverage_weight((cos - mean) / spread, full_trust) for cid, cos in dense}
 
 
 def _hit_weight(t: float, cross: str):
@@ -219,7 +235,7 @@ PLAIN = "plain RRF k=60"
 
 
 def per_query_ndcg(queries, qrels, rule, sfx: str) -> dict[str, float]:
-    name, k, arm_weight, hit_weight, arm = rule
+    name, k, arm_weight, hit_weight, arm, *dense_z = rule
     keyword = "keyword" + sfx
     rankings = {}
     for q in queries:
@@ -227,6 +243,8 @@ def per_query_ndcg(queries, qrels, rule, sfx: str) -> dict[str, float]:
             ranked = [cid for cid, _ in q[arm if arm == "dense" else keyword]]
         else:
             hw = {"keyword": {cid: hit_weight(q, cid, sfx) for cid, _ in q[keyword]}} if hit_weight else None
+            if dense_z and q["background"][1] > 0:
+                hw["dense"] = standing_weights(q["dense"], *q["background"], dense_z[0])
             fused = rrf({"dense": q["dense"], "keyword": q[keyword]}, k=k, weights={"keyword": arm_weight}, hit_weights=hw)
             ranked = [h.chunk_id for h in fused]
         rankings[q["qid"]] = doc_ranking(q["doc"][cid] for cid in ranked)
@@ -270,8 +288,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run only the sets whose name contains this (e.g. xquad)")
     parser.add_argument("--analyzers", action="store_true", help="also score the keyword arm as tokenized before stemming/folding")
+    parser.add_argument("--dense-standing", action="store_true",
+                        help="also score each dense hit weighted by its standing above the background (z/2 … z/6)")
     parser.add_argument("--json", help="write {analyzer: {rule: {set: {half: nDCG@10}}}} here")
     args = parser.parse_args()
+    if args.dense_standing:
+        DENSE_STANDING.extend([2.0, 3.0, 4.0, 6.0])
     sets = [t for t in SETS if not args.only or args.only in t[0]]
     data = {}
     n = {}
