@@ -107,4 +107,3 @@ def pytest_report_header(config) -> str:
     free = shutil.disk_usage(config.rootpath).free / 2**30
     tmp = shutil.disk_usage(os.environ.get("TMPDIR", "/tmp")).free / 2**30
     return f"free disk: {free:.1f} GiB at the checkout, {tmp:.1f} GiB at the temp dir"
-
