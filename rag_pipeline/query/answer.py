@@ -44,7 +44,7 @@ GATE_FEATURES = (
 # What the gate reads for token_recall when the model gives no token states (`null` in the evidence:
 # a folder that is not the BERT + mean pooling layout): the mean over the cases the shipped weights
 # were fitted on (bench/refusal_gate.py prints it), so its absence neither opens nor shuts the gate.
-TOKEN_RECALL_WHEN_MISSING = 0.8027
+TOKEN_RECALL_WHEN_MISSING = 0.8029
 
 
 def gate_features(evidence: dict) -> list[float]:
@@ -72,8 +72,8 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (2.0864, 1.3134, 0.0284, 0.2473, 1.5932, 0.1917, 1.3036, 16.1087)
-    intercept: float = -15.4175
+    weights: tuple[float, ...] = (2.1012, 1.2613, 0.0263, 0.2438, 1.5385, 0.1953, 1.4586, 16.5838)
+    intercept: float = -15.7842
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
     refuse_missing_number: bool = True  # the question asks for a number and the quote states none (quote_states_number)
