@@ -10,9 +10,9 @@ both halves. The rule is chosen on the fit halves only (highest mean over the th
 the rules at or above every single arm and plain RRF on each fit half), and the report halves
 say what it is worth. `--analyzers` adds the same table for the keyword arm as the product
 tokenized it before stemming and Chinese folding (rag_pipeline.text ANALYZER_VERSION 1), from
-throw-away full-text indexes over the same chunks. `--dense-standing` adds rules that also weight
-each dense hit by how many spreads its cosine stands above the query's background sample (tried,
-not shipped: bench/README.md, "A dense hit's say by its standing").
+throw-away full-text indexes over the same chunks. The "dense z/…" rules also weight each dense
+hit by how many spreads its cosine stands above the query's background sample (bench/README.md,
+"A dense hit's say by its standing").
 
 The report halves are also written as queries files (bench/results/splits/), so the product's
 own harness reproduces a reported number:
@@ -211,7 +211,7 @@ def rules():
         yield f"k=20, coverage/0.5, codes only across; dense z/{z:g}", 20, 1.0, _hit_weight(0.5, "codes"), None, z
 
 
-DENSE_STANDING: list[float] = []  # --dense-standing: full-trust z values (tried, not shipped: bench/README.md)
+DENSE_STANDING = (2.0, 3.0, 4.0, 6.0)  # full-trust z values of the dense-standing rules (z/4 ships)
 
 
 def standing_weights(dense, mean: float, spread: float, full_trust: float) -> dict[str, float]:
@@ -288,12 +288,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="run only the sets whose name contains this (e.g. xquad)")
     parser.add_argument("--analyzers", action="store_true", help="also score the keyword arm as tokenized before stemming/folding")
-    parser.add_argument("--dense-standing", action="store_true",
-                        help="also score each dense hit weighted by its standing above the background (z/2 … z/6)")
     parser.add_argument("--json", help="write {analyzer: {rule: {set: {half: nDCG@10}}}} here")
     args = parser.parse_args()
-    if args.dense_standing:
-        DENSE_STANDING.extend([2.0, 3.0, 4.0, 6.0])
     sets = [t for t in SETS if not args.only or args.only in t[0]]
     data = {}
     n = {}

@@ -15,12 +15,14 @@ from dataclasses import asdict, dataclass, field
 from rag_pipeline.query.answer_type import (
     asked_measures,
     asks_for_address,
+    asks_for_identifier,
     asks_for_number,
     asks_when,
     numbers,
     states_address,
     states_asked_cell,
     states_measure,
+    states_new_identifier,
     states_new_number,
     without_dates_and_links,
 )
@@ -44,7 +46,7 @@ GATE_FEATURES = (
 # What the gate reads for token_recall when the model gives no token states (`null` in the evidence:
 # a folder that is not the BERT + mean pooling layout): the mean over the cases the shipped weights
 # were fitted on (bench/refusal_gate.py prints it), so its absence neither opens nor shuts the gate.
-TOKEN_RECALL_WHEN_MISSING = 0.8029
+TOKEN_RECALL_WHEN_MISSING = 0.8041
 
 
 def gate_features(evidence: dict) -> list[float]:
@@ -72,8 +74,8 @@ class RefusalPolicy:
     golden set of one's own.
     """
 
-    weights: tuple[float, ...] = (2.1012, 1.2613, 0.0263, 0.2438, 1.5385, 0.1953, 1.4586, 16.5838)
-    intercept: float = -15.7842
+    weights: tuple[float, ...] = (2.1789, 1.0836, 0.0362, 0.1884, 1.6631, 0.1864, 1.5416, 18.4789)
+    intercept: float = -17.3018
     min_score: float = 0.0  # log-odds; 0 = even odds
     refuse_unknown_identifiers: bool = True  # a code (X-3000, E-99) no chunk the asker may read contains
     refuse_missing_number: bool = True  # the question asks for a number and the quote states none (quote_states_number)
@@ -135,6 +137,8 @@ def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | 
         return None
     asked, measures = numbers(question), asked_measures(question)
     if not measures and any(states_asked_cell(sentence, question) for _, sentence in picked):
+        return True
+    if asks_for_identifier(question) and any(states_new_identifier(sentence, question) for _, sentence in picked):
         return True
     counts = not asks_when(question)  # a date is no count or amount
     return any(
@@ -270,7 +274,15 @@ def normalized_unit(sentence: str) -> str:
 
 def context_hits(hits: list[dict], limit: int = CONTEXT_CHUNKS, per_document: int = MAX_CHUNKS_PER_DOCUMENT) -> list[dict]:
     """The ranked hits an answer may quote: at most `per_document` chunks per document, near-duplicates
-    rolled up into the better-ranked one (the same text in two files or two versions)."""
+    rolled up into the better-ranked one (the same text in two files or two versions).
+
+    A hit only the dictionary-translated arm found (matched by renderings of the question's words,
+    loosely) is quoted only when such a hit ranks first, i.e. when the other language is where the
+    question's best evidence is; otherwise a same-language question would quote, after its answer,
+    an other-language sentence that shares a rendered word (measured: bench/README.md).
+    """
+    if hits and not _translated_only(hits[0]):
+        hits = [h for h in hits if not _translated_only(h)]
     kept: list[dict] = []
     kept_terms: list[set[str]] = []
     per_doc: dict[str, int] = {}
@@ -286,6 +298,10 @@ def context_hits(hits: list[dict], limit: int = CONTEXT_CHUNKS, per_document: in
         if len(kept) == limit:
             break
     return kept
+
+
+def _translated_only(hit: dict) -> bool:
+    return hit.get("translated_rank") is not None and hit.get("dense_rank") is None and hit.get("keyword_rank") is None
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:

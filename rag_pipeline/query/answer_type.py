@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from rag_pipeline.text import is_code_term, search_tokens
+
 _ASKS_EN = re.compile(
     r"\bhow (?:many|much|long|old|far|big|large|tall|high|heavy|wide|deep)\b"
     r"|\b(?:what|which|in which|in what) (?:year|percentage|percent|time)\b"
@@ -113,6 +115,26 @@ def states_measure(sentence: str, measures: tuple[str, ...]) -> bool:
 def asks_for_number(question: str) -> bool:
     """Whether the question's answer is a quantity, a year, a time or a number."""
     return bool(_ASKS_EN.search(question) or _ASKS_ZH.search(question))
+
+
+# "the document number", "part no.", 编号: the answer is an identifier (NW-DS-X2000), whose digits may
+# all be the product's own (X-2000): a code the question does not hold states it
+_ASKS_IDENTIFIER = re.compile(
+    r"\b(?:document|part|serial|model|order|invoice|ticket|reference|item|catalog(?:ue)?|registration|licen[cs]e"
+    r"|account|case|tracking|version)\s+(?:number|no\.?|id)\b|编号|型号|单号|文号",
+    re.IGNORECASE,
+)
+
+
+def asks_for_identifier(question: str) -> bool:
+    """Whether the question's "number" is an identifier ("the document number of the X-2000 datasheet")."""
+    return bool(_ASKS_IDENTIFIER.search(question))
+
+
+def states_new_identifier(sentence: str, question: str) -> bool:
+    """Whether the sentence names a code (letters and digits joined by - _ . /) the question does not."""
+    asked = set(search_tokens(question))
+    return any(is_code_term(t) and any(c in t for c in "-_./") and t not in asked for t in search_tokens(sentence))
 
 
 def numbers(text: str) -> set[str]:

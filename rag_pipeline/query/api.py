@@ -30,7 +30,7 @@ from rag_pipeline.query.answer import (
 from rag_pipeline.query.answer_type import asked_measures
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
-from rag_pipeline.query.fusion import coverage_weight, rrf, same_language
+from rag_pipeline.query.fusion import coverage_weight, rrf, same_language, standing_weights
 from rag_pipeline.text import is_code_term, is_identifier
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
@@ -56,6 +56,9 @@ KEYWORD_FULL_TRUST_COVERAGE = 0.5  # keyword hit weight = min(1, coverage / this
 # trust), chosen on fit halves (XQuAD en→zh, sample golden cross-lingual) by bench/cross_lingual.py --sweep
 TRANSLATED_ARM_WEIGHT = 1.0
 TRANSLATED_FULL_TRUST_COVERAGE = 1.0
+# A dense hit's say = min(1, its cosine's standing above the asker's background, in spreads / this):
+# chosen on the fit halves by bench/fusion_sweep.py ("dense z/…" rules; bench/README.md)
+DENSE_FULL_TRUST_Z = 4.0
 BACKGROUND_SAMPLE = 512
 SENTENCE_CACHE = 4096  # answer-sentence vectors kept in-process (sentence choice for a model folder without token states)
 SCOPES_CACHED = 32  # per-filter statistics (row count, background sample, vocabulary) kept for this many filters
@@ -87,6 +90,7 @@ class Hit:
     rerank_rank: int | None = None
     translated_rank: int | None = None  # rank in the dictionary-translated keyword arm (another language)
     translated_weight: float | None = None
+    dense_weight: float | None = None  # the dense arm's say for this hit (its standing above the background)
 
 
 class SearchResult(list):
@@ -229,6 +233,7 @@ class RagIndex:
             rankings["translated"] = [(r["chunk_id"], r["score"]) for r in translated]
             rows.update((r["chunk_id"], r) for r in translated)
         scope = self._scope(predicate)
+        background = scope["background"] @ query_vec  # the query's similarity to unrelated text the asker may read
         terms = query_terms(query) | frozenset(translation.terms if translation else ())
         doc_freq = self._permitted_frequencies(terms, predicate, scope)
         hit_weights = {}
@@ -236,6 +241,8 @@ class RagIndex:
             hit_weights["keyword"] = self._keyword_weights(
                 query, [rows[cid] for cid, _ in rankings["keyword"]], doc_freq, scope["rows"]
             )
+        if mode == "hybrid" and "dense" in rankings:
+            hit_weights["dense"] = standing_weights(rankings["dense"], background, DENSE_FULL_TRUST_Z)
         rendered = (translation.groups, rendering_weights(translation.terms, doc_freq, scope["rows"])) if translation else None
         if "translated" in rankings:
             hit_weights["translated"] = {
@@ -268,13 +275,14 @@ class RagIndex:
                     keyword_weight=keyword_hit.weight if keyword_hit else None,
                     translated_rank=translated_hit.rank if translated_hit else None,
                     translated_weight=translated_hit.weight if translated_hit else None,
+                    dense_weight=dense_hit.weight if dense_hit else None,
                 )
             )
         if use_rerank:
             outcome = rerank_hits(query, hits, self.reranker, self.rerank_top_n, k)
             hits = SearchResult(outcome.hits)
             hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
-        evidence = {**self._evidence(query, query_vec, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
+        evidence = {**self._evidence(query, background, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
         return hits, (query_vec, evidence, rows, doc_freq, scope["rows"], rendered)
 
     def _permitted_frequencies(self, terms: frozenset[str], predicate: str, scope: dict) -> dict[str, int]:
@@ -300,7 +308,7 @@ class RagIndex:
             weights[row["chunk_id"]] = coverage_weight(coverage, KEYWORD_FULL_TRUST_COVERAGE)
         return weights
 
-    def _evidence(self, query, query_vec, rankings, rows, scope: dict, doc_freq: dict[str, int]) -> dict:
+    def _evidence(self, query, sims: np.ndarray, rankings, rows, scope: dict, doc_freq: dict[str, int]) -> dict:
         """Refusal evidence, every statistic taken over what the asker may read (no side channel).
 
         Keyword evidence is the question's own words: dictionary renderings match loosely
@@ -314,7 +322,6 @@ class RagIndex:
         )
         dense = rankings.get("dense", [])
         top_cos = dense[0][1] if dense else 0.0
-        sims = scope["background"] @ query_vec
         median = float(np.median(sims)) if len(sims) else top_cos
         spread = float(np.std(sims)) if len(sims) > 1 else 0.0
         depth = min(len(dense), DENSE_GAP_RANK) - 1

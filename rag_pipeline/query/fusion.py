@@ -6,13 +6,18 @@ the idf-weighted share of the question's terms it contains; a hit written in ano
 than the question counts only its codes and numbers (E-71, R-500, 2019), the terms that mean the
 same in any language. So an English question over Chinese passages, whose keyword matches are
 titles and stray words, leaves the dense order alone, while two arms that both match reinforce
-as in plain RRF. Each fused hit keeps its rank, raw score and weight in every arm, so a bad
-answer can be traced to the arm that produced it.
+as in plain RRF. A dense hit likewise has the say its evidence earns: how far its cosine stands
+above the question's similarity to unrelated text (standing_weights), so a dense arm whose best
+passage barely stands out ("Annoy 这个名字的全称是什么？" over FAQ rows ~1.8 spreads out) no longer
+buries a keyword hit holding the question's rare word. Each fused hit keeps its rank, raw score
+and weight in every arm, so a bad answer can be traced to the arm that produced it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 
 @dataclass
@@ -66,3 +71,14 @@ def coverage_weight(coverage: float, full_trust: float) -> float:
     if full_trust <= 0:
         return 1.0
     return max(0.0, min(1.0, coverage / full_trust))
+
+
+def standing_weights(dense: list[tuple[str, float]], background: np.ndarray, full_trust: float) -> dict[str, float]:
+    """Each dense hit's say: linear in how many spreads its cosine stands above the query's
+    similarity to unrelated text (`background`: its cosines to a sample of what the asker may
+    read), full once it stands `full_trust` spreads above. 0, or a background too small: full say."""
+    spread = float(np.std(background)) if len(background) > 1 else 0.0
+    if full_trust <= 0 or spread <= 0:
+        return {cid: 1.0 for cid, _ in dense}
+    mean = float(np.mean(background))
+    return {cid: coverage_weight((cosine - mean) / spread, full_trust) for cid, cosine in dense}

@@ -222,3 +222,19 @@ def test_a_code_is_quoted_where_it_stands_not_where_another_code_shares_its_lett
     assert frozenset({"s"}) not in query_term_groups(question)
     code = frozenset({"e-31", "e31", "e", "31"})
     assert not code_found(code, {"e"}) and code_found(code, {"e", "31"}) and code_found(code, {"e31"})
+
+
+def test_a_hit_only_the_translated_arm_found_is_quoted_only_when_it_leads():
+    texts = iter(["年假为十五天。", "Radiotherapy uses x-rays.", "服务器每天备份。"])
+
+    def arm_hit(cid, dense=None, keyword=None, translated=None):
+        return {**hit(cid, cid, next(texts)), "dense_rank": dense, "keyword_rank": keyword, "translated_rank": translated}
+
+    same_language = [arm_hit("zh-answer", dense=1, keyword=1), arm_hit("en-rendered", translated=1), arm_hit("zh-other", dense=2)]
+    assert [h["chunk_id"] for h in context_hits(same_language)] == ["zh-answer", "zh-other"]
+    texts = iter(["Ducks belong to the family Anatidae.", "首页 科技频道", "Geese are larger than ducks."])
+    across = [arm_hit("en-answer", translated=1), arm_hit("zh-noise", dense=1), arm_hit("en-more", translated=2)]
+    assert [h["chunk_id"] for h in context_hits(across)] == ["en-answer", "zh-noise", "en-more"]
+    texts = iter(["年假为十五天。", "Annual leave is fifteen days."])
+    both_arms = [arm_hit("zh-answer", dense=1), arm_hit("en-both", dense=3, translated=1)]
+    assert [h["chunk_id"] for h in context_hits(both_arms)] == ["zh-answer", "en-both"]  # the dense arm found it too

@@ -8,7 +8,7 @@ import pytest
 
 from rag_pipeline.eval.golden import load_golden
 from rag_pipeline.query.answer import RefusalPolicy, quote_states_address, quote_states_number, refusal_reason
-from rag_pipeline.query.answer_type import asked_measures, asks_for_number, numbers, states_asked_cell, states_new_number
+from rag_pipeline.query.answer_type import asked_measures, asks_for_identifier, asks_for_number, numbers, states_asked_cell, states_new_number
 
 NUMBER_REASON = "the question asks for a number and no passage you may read states one"
 
@@ -239,3 +239,15 @@ def test_ask_refuses_an_address_its_quote_does_not_state_and_answers_one_it_does
     assert missing.refused and missing.reason == ADDRESS_REASON and missing.evidence["quote_states_address"] is False
     stated = sample_index.ask("上海总部的地址在哪里？")
     assert not stated.refused and "碧波路 188 号" in stated.answer, stated.reason
+
+
+def test_a_document_number_is_stated_by_an_identifier_the_question_does_not_hold():
+    """"The document number of the X-2000 datasheet" is NW-DS-X2000: its digits are the product's own
+    and its date is no answer, so only the identifier says the quote answers it."""
+    from rag_pipeline.query.answer import quote_states_number
+
+    question = "What is the document number of the X-2000 datasheet?"
+    assert quote_states_number(question, [(0, "Product datasheet - document NW-DS-X2000, revision C, March 2026")])
+    assert quote_states_number(question, [(0, "Northwind X-2000 Collaborative Robot Arm, March 2026")]) is False
+    assert quote_states_number("X-2000 产品手册的文档编号是什么？", [(0, "文档编号：NW-DS-X2000")]) is not False
+    assert not asks_for_identifier("How many X-2000 arms ship per pallet?")  # a count: identifiers do not answer it

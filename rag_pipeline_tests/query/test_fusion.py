@@ -43,3 +43,37 @@ def test_two_agreeing_arms_with_full_coverage_reinforce_as_plain_rrf():
     assert [(h.chunk_id, h.score) for h in rrf(rankings, hit_weights=full)] == [
         (h.chunk_id, h.score) for h in rrf(rankings)
     ]
+
+
+def test_a_dense_hit_counts_by_how_far_it_stands_above_the_background():
+    import numpy as np
+
+    from rag_pipeline.query.fusion import standing_weights
+
+    background = np.array([0.70, 0.72, 0.74, 0.76, 0.78])  # mean 0.74, spread ~0.0283
+    dense = [("strong", 0.74 + 4 * 0.02828), ("half", 0.74 + 2 * 0.02828), ("below", 0.70)]
+    weights = standing_weights(dense, background, full_trust=4.0)
+    assert weights["strong"] == pytest.approx(1.0, abs=1e-3)
+    assert weights["half"] == pytest.approx(0.5, abs=1e-3)
+    assert weights["below"] == 0.0  # under the background's mean: no say
+    assert standing_weights(dense, background, full_trust=0.0) == {"strong": 1.0, "half": 1.0, "below": 1.0}
+    assert standing_weights(dense, np.array([0.7]), full_trust=4.0)["below"] == 1.0  # nothing to measure against
+
+    # a keyword hit holding the question's rare word now leads a dense arm that barely stands out
+    rankings = {"dense": [("weak", 0.76), ("weaker", 0.75)], "keyword": [("rare-word", 5.0)]}
+    hit_weights = {"dense": standing_weights(rankings["dense"], background, 4.0), "keyword": {"rare-word": 0.63}}
+    assert rrf(rankings, k=20, hit_weights=hit_weights)[0].chunk_id == "rare-word"
+    assert rrf(rankings, k=20, hit_weights={"keyword": {"rare-word": 0.63}})[0].chunk_id == "weak"
+
+
+def test_hybrid_hits_carry_the_dense_say_an_on_topic_question_earns_more_of(sample_index):
+    on_topic = sample_index.search("服务器什么时候做全量备份？", mode="hybrid", k=10)
+    off_topic = sample_index.search("Who won the 1998 World Cup?", mode="hybrid", k=10)
+    for hits in (on_topic, off_topic):
+        dense = sorted((h for h in hits if h.dense_rank is not None), key=lambda h: h.dense_rank)
+        assert dense and all(0.0 <= h.dense_weight <= 1.0 for h in dense)
+        assert [h.dense_weight for h in dense] == sorted((h.dense_weight for h in dense), reverse=True)
+    best = [next(h.dense_weight for h in hits if h.dense_rank == 1) for hits in (on_topic, off_topic)]
+    assert best[0] > best[1] + 0.1
+    plain = sample_index.search("服务器什么时候做全量备份？", mode="hybrid-rrf", k=3)
+    assert all(h.dense_weight in (None, 1.0) for h in plain)  # plain RRF gives every hit full say
