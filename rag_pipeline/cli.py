@@ -384,7 +384,10 @@ class _RunInterrupts:
     def record_canceled(self) -> None:
         """After the runs have unwound: a run the signal stopped ends CANCELED, whichever
         handler saw the signal first (a finished run is left as it is)."""
-        from dagster import DagsterRunStatus
+        try:
+            from dagster import DagsterRunStatus
+        except Exception:  # noqa: BLE001 - the signal cut Dagster's own first import short (a half-registered
+            return  # module raises on the next import): no run can have started, there is nothing to record
 
         for run in self._runs():
             if run.status in (
