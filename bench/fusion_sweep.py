@@ -44,7 +44,7 @@ from rag_pipeline.eval.metrics import doc_ranking, per_query  # noqa: E402
 from rag_pipeline.eval.retrieval import open_benchmark_index  # noqa: E402
 from rag_pipeline.ingest.language import detect_language  # noqa: E402
 from rag_pipeline.query.filters import search_filter  # noqa: E402
-from rag_pipeline.query.fusion import coverage_weight, rrf, same_language  # noqa: E402
+from rag_pipeline.query.fusion import Background, coverage_weight, rrf, same_language, standing_weights  # noqa: E402
 from rag_pipeline.query.retrieve import dense_arm, keyword_arm, lexical_coverage, terms_coverage  # noqa: E402
 from rag_pipeline.store import schema as s  # noqa: E402
 from rag_pipeline.text import is_code_term, search_tokens  # noqa: E402
@@ -214,11 +214,6 @@ def rules():
 DENSE_STANDING = (2.0, 3.0, 4.0, 6.0)  # full-trust z values of the dense-standing rules (z/4 ships)
 
 
-def standing_weights(dense, mean: float, spread: float, full_trust: float) -> dict[str, float]:
-    """A dense hit's say: min(1, its cosine's spreads above the query's background / full_trust)."""
-    return {cid: coverage_weight((cos - mean) / spread, full_trust) for cid, cos in dense}
-
-
 def _hit_weight(t: float, cross: str):
     def weight(q, cid, sfx):
         if same_language(q["lang"], q["chunk_lang"][cid]) or cross == "same":
@@ -244,7 +239,7 @@ def per_query_ndcg(queries, qrels, rule, sfx: str) -> dict[str, float]:
         else:
             hw = {"keyword": {cid: hit_weight(q, cid, sfx) for cid, _ in q[keyword]}} if hit_weight else None
             if dense_z and q["background"][1] > 0:
-                hw["dense"] = standing_weights(q["dense"], *q["background"], dense_z[0])
+                hw["dense"] = standing_weights(q["dense"], Background(*q["background"]), dense_z[0])
             fused = rrf({"dense": q["dense"], "keyword": q[keyword]}, k=k, weights={"keyword": arm_weight}, hit_weights=hw)
             ranked = [h.chunk_id for h in fused]
         rankings[q["qid"]] = doc_ranking(q["doc"][cid] for cid in ranked)

@@ -375,21 +375,24 @@ class _RunInterrupts:
             return []
 
     def _request_cancel(self) -> None:
+        runs = self._runs()
+        if not runs:  # first: before an instance is attached, Dagster's first import may be what the signal cut short
+            return
         from dagster import DagsterRunStatus
 
-        for run in self._runs():
+        for run in runs:
             if run.status in (DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED):
                 self.instance.report_run_canceling(run, message=f"rag index got {self._name()}: stopping the run")
 
     def record_canceled(self) -> None:
         """After the runs have unwound: a run the signal stopped ends CANCELED, whichever
         handler saw the signal first (a finished run is left as it is)."""
-        try:
-            from dagster import DagsterRunStatus
-        except Exception:  # noqa: BLE001 - the signal cut Dagster's own first import short (a half-registered
-            return  # module raises on the next import): no run can have started, there is nothing to record
+        runs = self._runs()
+        if not runs:  # no instance yet: the signal may have cut Dagster's own first import short (a half-
+            return  # registered module raises on the next import); no run can have started, nothing to record
+        from dagster import DagsterRunStatus
 
-        for run in self._runs():
+        for run in runs:
             if run.status in (
                 DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING, DagsterRunStatus.FAILURE,
             ) and not run.is_success:

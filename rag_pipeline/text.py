@@ -191,8 +191,19 @@ def _latin_tokens(text: str, drop_stopwords: bool = True, stemming: bool = True)
         for part in _CODE_SEPARATORS.split(token):
             if part:
                 word(part)
-        out.append(_CODE_SEPARATORS.sub("", token))
+        out.append(without_joins(token))
     return out
+
+
+def is_joined_form(term: str) -> bool:
+    """A term written as parts joined by - _ . / (x-2000, v2.1, state-of-the-art): search_tokens
+    emits it whole, by parts and with the joins removed, so its spellings are one group."""
+    return bool(_CODE_SEPARATORS.search(term))
+
+
+def without_joins(term: str) -> str:
+    """The joined spelling of a joined form: x-2000 -> x2000."""
+    return _CODE_SEPARATORS.sub("", term)
 
 
 def is_code_term(term: str) -> bool:

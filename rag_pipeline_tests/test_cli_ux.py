@@ -393,4 +393,5 @@ def test_an_interrupt_that_cut_dagsters_first_import_short_records_nothing_and_r
     monkeypatch.setitem(sys.modules, "dagster", None)  # any import of it now raises ImportError
     interrupts = _RunInterrupts("run-1")
     interrupts.signum = 2
+    assert interrupts._request_cancel() is None  # the watcher thread's path, as the signal lands
     assert interrupts.record_canceled() is None

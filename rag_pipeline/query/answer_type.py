@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from rag_pipeline.text import is_code_term, search_tokens
+from rag_pipeline.text import is_code_term, is_joined_form, search_tokens
 
 _ASKS_EN = re.compile(
     r"\bhow (?:many|much|long|old|far|big|large|tall|high|heavy|wide|deep)\b"
@@ -134,7 +134,7 @@ def asks_for_identifier(question: str) -> bool:
 def states_new_identifier(sentence: str, question: str) -> bool:
     """Whether the sentence names a code (letters and digits joined by - _ . /) the question does not."""
     asked = set(search_tokens(question))
-    return any(is_code_term(t) and any(c in t for c in "-_./") and t not in asked for t in search_tokens(sentence))
+    return any(is_code_term(t) and is_joined_form(t) and t not in asked for t in search_tokens(sentence))
 
 
 def numbers(text: str) -> set[str]:

@@ -30,7 +30,7 @@ from rag_pipeline.query.answer import (
 from rag_pipeline.query.answer_type import asked_measures
 from rag_pipeline.query.filters import Principal, search_filter
 from rag_pipeline.ingest.language import detect_language
-from rag_pipeline.query.fusion import coverage_weight, rrf, same_language, standing_weights
+from rag_pipeline.query.fusion import Background, coverage_weight, rrf, same_language, standing_weights
 from rag_pipeline.text import is_code_term, is_identifier
 from rag_pipeline.query.generate import LLMSettings, generate_answer
 from rag_pipeline.query.rerank import Reranker, RerankSettings, load_reranker
@@ -233,7 +233,8 @@ class RagIndex:
             rankings["translated"] = [(r["chunk_id"], r["score"]) for r in translated]
             rows.update((r["chunk_id"], r) for r in translated)
         scope = self._scope(predicate)
-        background = scope["background"] @ query_vec  # the query's similarity to unrelated text the asker may read
+        sims = scope["background"] @ query_vec  # the query's similarity to unrelated text the asker may read
+        background = Background.of(sims)
         terms = query_terms(query) | frozenset(translation.terms if translation else ())
         doc_freq = self._permitted_frequencies(terms, predicate, scope)
         hit_weights = {}
@@ -282,7 +283,7 @@ class RagIndex:
             outcome = rerank_hits(query, hits, self.reranker, self.rerank_top_n, k)
             hits = SearchResult(outcome.hits)
             hits.rerank_status, hits.rerank_note = outcome.status, outcome.note
-        evidence = {**self._evidence(query, background, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
+        evidence = {**self._evidence(query, sims, background, rankings, rows, scope, doc_freq), "rerank": hits.rerank_status}
         return hits, (query_vec, evidence, rows, doc_freq, scope["rows"], rendered)
 
     def _permitted_frequencies(self, terms: frozenset[str], predicate: str, scope: dict) -> dict[str, int]:
@@ -308,7 +309,7 @@ class RagIndex:
             weights[row["chunk_id"]] = coverage_weight(coverage, KEYWORD_FULL_TRUST_COVERAGE)
         return weights
 
-    def _evidence(self, query, sims: np.ndarray, rankings, rows, scope: dict, doc_freq: dict[str, int]) -> dict:
+    def _evidence(self, query, sims: np.ndarray, background: Background, rankings, rows, scope: dict, doc_freq: dict[str, int]) -> dict:
         """Refusal evidence, every statistic taken over what the asker may read (no side channel).
 
         Keyword evidence is the question's own words: dictionary renderings match loosely
@@ -323,7 +324,6 @@ class RagIndex:
         dense = rankings.get("dense", [])
         top_cos = dense[0][1] if dense else 0.0
         median = float(np.median(sims)) if len(sims) else top_cos
-        spread = float(np.std(sims)) if len(sims) > 1 else 0.0
         depth = min(len(dense), DENSE_GAP_RANK) - 1
         gap = top_cos - dense[depth][1] if depth > 0 else 0.0
         query_language = detect_language(query)
@@ -338,10 +338,10 @@ class RagIndex:
             "dense_top": round(top_cos, 4),
             "dense_background": round(median, 4),
             "dense_margin": round(top_cos - median, 4),
-            "dense_z": round((top_cos - float(np.mean(sims))) / spread, 3) if spread else 0.0,
+            "dense_z": round(background.standing(top_cos), 3),
             # how far the best passage stands out from the next ones, in background spreads: an
             # answerable question's gold passage stands out; close-but-unanswerable ones tie
-            "dense_gap_z": round(gap / spread, 3) if spread else 0.0,
+            "dense_gap_z": round(gap / background.spread, 3) if background.spread else 0.0,
             "cross_lingual": not same_language(query_language, top_language),
         }
 

@@ -73,12 +73,27 @@ def coverage_weight(coverage: float, full_trust: float) -> float:
     return max(0.0, min(1.0, coverage / full_trust))
 
 
-def standing_weights(dense: list[tuple[str, float]], background: np.ndarray, full_trust: float) -> dict[str, float]:
+@dataclass(frozen=True)
+class Background:
+    """The query's similarity to unrelated text: mean and spread of its cosines to a sample of
+    what the asker may read. The scale on which a dense cosine means something (e5 scores
+    unrelated text ~0.8, Chinese questions higher than English ones)."""
+
+    mean: float
+    spread: float
+
+    @classmethod
+    def of(cls, cosines: np.ndarray) -> "Background":
+        return cls(float(np.mean(cosines)) if len(cosines) else 0.0, float(np.std(cosines)) if len(cosines) > 1 else 0.0)
+
+    def standing(self, cosine: float) -> float:
+        """How many spreads `cosine` stands above the background; 0 with nothing to measure against."""
+        return (cosine - self.mean) / self.spread if self.spread > 0 else 0.0
+
+
+def standing_weights(dense: list[tuple[str, float]], background: Background, full_trust: float) -> dict[str, float]:
     """Each dense hit's say: linear in how many spreads its cosine stands above the query's
-    similarity to unrelated text (`background`: its cosines to a sample of what the asker may
-    read), full once it stands `full_trust` spreads above. 0, or a background too small: full say."""
-    spread = float(np.std(background)) if len(background) > 1 else 0.0
-    if full_trust <= 0 or spread <= 0:
+    background, full once it stands `full_trust` spreads above. 0, or no spread: full say."""
+    if full_trust <= 0 or background.spread <= 0:
         return {cid: 1.0 for cid, _ in dense}
-    mean = float(np.mean(background))
-    return {cid: coverage_weight((cosine - mean) / spread, full_trust) for cid, cosine in dense}
+    return {cid: coverage_weight(background.standing(cosine), full_trust) for cid, cosine in dense}

@@ -10,7 +10,7 @@ import numpy as np
 
 from rag_pipeline.store.ann import EXACT
 from rag_pipeline.store.schema import SEARCH_TEXT_COLUMN
-from rag_pipeline.text import is_chinese, question_tokens, search_tokens
+from rag_pipeline.text import is_chinese, is_joined_form, question_tokens, search_tokens, without_joins
 
 RESULT_COLUMNS = ["chunk_id", "doc_id", "source", "title", "page", "heading_path", "text", "language", SEARCH_TEXT_COLUMN]
 
@@ -80,7 +80,6 @@ def query_terms(query: str) -> frozenset[str]:
 
 
 _CLITICS = frozenset({"s", "t", "ll", "re", "ve"})
-_CODE_SEPARATORS = "-_./"  # a term holding one is a code (R-500, v2.1): its spellings form one group
 
 
 @lru_cache(maxsize=256)
@@ -102,7 +101,7 @@ def query_term_groups(query: str) -> tuple[frozenset[str], ...]:
     for term in sorted(terms, key=lambda t: (-len(t), t)):
         if term in absorbed:
             continue
-        if any(sep in term for sep in _CODE_SEPARATORS):
+        if is_joined_form(term):  # a code (R-500, v2.1): its spellings form one group
             members = (set(search_tokens(term)) & terms) | {term}
         elif is_chinese(term) and len(term) > 2:
             members = {t for t in terms if t in term}  # jieba's search mode: 服务中心 → 服务, 中心, 服务中心
@@ -118,10 +117,10 @@ def code_found(members: frozenset[str], held: set[str]) -> bool:
     """Does a sentence holding `held` of a term group's spellings hold the group? A code group
     ("e-31", "e31", "e", "31") is held by its whole or joined spelling, or by all its parts
     ("E 31"); one part alone is another code's ("e" of E-45). Other groups: any spelling."""
-    wholes = {m for m in members if any(sep in m for sep in _CODE_SEPARATORS)}
+    wholes = {m for m in members if is_joined_form(m)}
     if not wholes or not held:
         return bool(held)
-    joined = {"".join(c for c in w if c not in _CODE_SEPARATORS) for w in wholes}
+    joined = {without_joins(w) for w in wholes}
     return bool(held & (wholes | joined)) or members - wholes - joined <= held
 
 

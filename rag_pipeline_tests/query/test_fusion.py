@@ -48,16 +48,16 @@ def test_two_agreeing_arms_with_full_coverage_reinforce_as_plain_rrf():
 def test_a_dense_hit_counts_by_how_far_it_stands_above_the_background():
     import numpy as np
 
-    from rag_pipeline.query.fusion import standing_weights
+    from rag_pipeline.query.fusion import Background, standing_weights
 
-    background = np.array([0.70, 0.72, 0.74, 0.76, 0.78])  # mean 0.74, spread ~0.0283
+    background = Background.of(np.array([0.70, 0.72, 0.74, 0.76, 0.78]))  # mean 0.74, spread ~0.0283
     dense = [("strong", 0.74 + 4 * 0.02828), ("half", 0.74 + 2 * 0.02828), ("below", 0.70)]
     weights = standing_weights(dense, background, full_trust=4.0)
     assert weights["strong"] == pytest.approx(1.0, abs=1e-3)
     assert weights["half"] == pytest.approx(0.5, abs=1e-3)
     assert weights["below"] == 0.0  # under the background's mean: no say
     assert standing_weights(dense, background, full_trust=0.0) == {"strong": 1.0, "half": 1.0, "below": 1.0}
-    assert standing_weights(dense, np.array([0.7]), full_trust=4.0)["below"] == 1.0  # nothing to measure against
+    assert standing_weights(dense, Background.of(np.array([0.7])), full_trust=4.0)["below"] == 1.0  # nothing to measure against
 
     # a keyword hit holding the question's rare word now leads a dense arm that barely stands out
     rankings = {"dense": [("weak", 0.76), ("weaker", 0.75)], "keyword": [("rare-word", 5.0)]}
