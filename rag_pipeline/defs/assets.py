@@ -61,7 +61,8 @@ def _md_table(header: list[str], records: list[list]) -> dg.MetadataValue:
 
 @dg.asset(group_name="ingest", kinds={"python", "file"}, owners=OWNERS)
 def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource) -> pa.Table:
-    """Every file in the raw folder with its sha256 and sidecar metadata (status, ACL, owner).
+    """Every file in the raw folder with its sha256 and sidecar metadata (status, ACL, owner),
+    but those the folder's `.ragignore` excludes (counted as `ignored`; ingest.ignore).
 
     A file whose stat is unchanged since the last scan of this lake keeps its hash (FileHashes)."""
     lake = Lake(rag.settings().lake_dir)
@@ -77,7 +78,8 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             sidecar_errors += bool(f.metadata_error)
             yield f
 
-    table = staging.raw_files_to_table(counted(iter_raw_files(rag.settings().raw_dir, hashes)))
+    ignored: list[str] = []  # what the folder's .ragignore excludes (ingest.ignore)
+    table = staging.raw_files_to_table(counted(iter_raw_files(rag.settings().raw_dir, hashes, ignored)))
     lake.write_scan_hashes(staging.file_hashes_to_table(hashes))
     table = spill(lake.lake_dir, context.run_id, "raw_documents", table)  # the run keeps what the step returns (defs.io.spill)
     context.add_output_metadata(
@@ -87,6 +89,8 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             "bytes": total_bytes,
             "by_extension": dict(sorted(by_ext.items())),
             "with_sidecar_errors": sidecar_errors,
+            "ignored": len(ignored),  # by .ragignore: neither scanned, indexed nor quarantined
+            "ignored_paths": ", ".join(ignored[:20]) + (f" … (+{len(ignored) - 20})" if len(ignored) > 20 else "") or "none",
             "hashed_now": hashes.hashed,  # the others' stat was unchanged since the last scan
             "hashes_reused": hashes.reused,
             "documents_per_shard": -(-table.num_rows // len(SHARD_KEYS)),

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_pipeline.ingest.ignore import IgnoreRules
 from rag_pipeline.ingest.textutil import display_name
 
 SIDECAR_SUFFIX = ".meta.json"
@@ -246,24 +247,37 @@ def _content_sha256(path: Path, st: os.stat_result, hashes: FileHashes | None = 
     return hashlib.sha256(os.fsencode(what)).hexdigest()
 
 
-def raw_folder_files(raw_dir: Path) -> Iterator[tuple[Path, str]]:
-    """(path, path relative to raw_dir) of every file under raw_dir except sidecars and hidden
-    files, sorted by path. Symbolic links (to files or directories) and other non-regular files
-    are listed but never followed or opened, so they are quarantined instead of silently
-    disappearing."""
+def raw_folder_files(raw_dir: Path, ignored: list[str] | None = None) -> Iterator[tuple[Path, str]]:
+    """(path, path relative to raw_dir) of every file under raw_dir except sidecars, hidden files
+    and what the folder's `.ragignore` excludes (ingest.ignore; each appended to `ignored`, a
+    folder as `name/`), sorted by path. Symbolic links (to files or directories) and other
+    non-regular files are listed but never followed or opened, so they are quarantined instead
+    of silently disappearing."""
     if not raw_dir.is_dir():
         raise FileNotFoundError(f"raw folder {raw_dir} does not exist")
     raw_dir = raw_dir.resolve()
+    rules = IgnoreRules.of_folder(raw_dir)
     for root, dirs, files in os.walk(raw_dir, followlinks=False):
-        linked_dirs = [d for d in dirs if os.path.islink(os.path.join(root, d))]
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in linked_dirs)
         # the relative path joined as a string per file, parsed once per folder: a Path and a
         # relative_to per file were 0.70 s of each 100k-file listing (0.22 s so; median of 5, bench/README.md)
         folder = Path(root)
         prefix = Path(os.path.relpath(root, raw_dir)).as_posix()
         prefix = "" if prefix == "." else prefix + "/"
+        linked_dirs = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        kept = []
+        for d in sorted(d for d in dirs if not d.startswith(".") and d not in linked_dirs):
+            if rules.rules and rules.ignores(prefix + d, is_folder=True):
+                if ignored is not None:
+                    ignored.append(prefix + d + "/")
+            else:
+                kept.append(d)
+        dirs[:] = kept
         for name in sorted(files + linked_dirs):
             if name.startswith(".") or name.endswith(SIDECAR_SUFFIX):
+                continue
+            if rules.rules and rules.ignores(prefix + name):
+                if ignored is not None:
+                    ignored.append(prefix + name)
                 continue
             yield folder / name, prefix + name
 
@@ -273,12 +287,12 @@ def listed_sources(raw_dir: Path) -> dict[str, str]:
     return {doc_id_for(relative): display_name(relative) for _, relative in raw_folder_files(raw_dir)}
 
 
-def iter_raw_files(raw_dir: Path, hashes: FileHashes | None = None) -> Iterator[RawFile]:
+def iter_raw_files(raw_dir: Path, hashes: FileHashes | None = None, ignored: list[str] | None = None) -> Iterator[RawFile]:
     """Every file raw_folder_files lists, with its size, content hash and sidecar metadata
     (hashes: a previous scan's, reused for files whose stat is unchanged; see FileHashes), one
     at a time: the scan step turns them into Arrow batches as they come (a RawFile and its Path
     per file of a 100k-file folder were the step's largest Python objects)."""
-    for path, relative in raw_folder_files(raw_dir):
+    for path, relative in raw_folder_files(raw_dir, ignored):
         st = path.lstat()
         metadata, error = read_sidecar(path)
         yield RawFile(

@@ -1,0 +1,85 @@
+"""`.ragignore`: files of the raw folder that are not documents are neither indexed nor quarantined,
+and are accounted for as ignored."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag_pipeline.ingest.ignore import IgnoreRules
+from rag_pipeline.ingest.scan import raw_folder_files
+from rag_pipeline_tests.indexing import run_index
+
+
+def test_patterns_follow_gitignore():
+    rules = IgnoreRules.parse(
+        "# files about the documents, not documents\n"
+        "\n"
+        "manifest.tsv\n"
+        "/SOURCES.md\n"
+        "drafts/\n"
+        "exports/**/*.csv\n"
+        "*.bak\n"
+        "!keep.bak\n"
+    )
+    assert rules.ignores("manifest.tsv") and rules.ignores("a/b/manifest.tsv")  # no slash: a name at any depth
+    assert rules.ignores("SOURCES.md") and not rules.ignores("docs/SOURCES.md")  # leading slash: the root only
+    assert rules.ignores("drafts", is_folder=True) and rules.ignores("x/drafts", is_folder=True)
+    assert not rules.ignores("drafts")  # a trailing slash matches folders only, not a file so named
+    assert rules.ignores("exports/q.csv") and rules.ignores("exports/2026/11/q.csv")  # ** spans segments
+    assert not rules.ignores("exports/q.xlsx") and not rules.ignores("other/exports/q.csv")
+    assert rules.ignores("old/report.bak") and not rules.ignores("keep.bak")  # the last matching rule decides
+    assert not rules.ignores("Manifest.tsv")  # case-sensitive, as git on Linux
+    assert not IgnoreRules.parse("").ignores("anything.pdf")
+
+
+def test_the_listing_skips_what_the_folder_ignores_and_says_what(tmp_path):
+    raw = tmp_path / "raw"
+    for relative in ("handbook.md", "manifest.tsv", "pdf/manual.txt", "drafts/plan.txt", "drafts/deep/more.txt"):
+        (raw / relative).parent.mkdir(parents=True, exist_ok=True)
+        (raw / relative).write_text("text", encoding="utf-8")
+    (raw / ".ragignore").write_text("manifest.tsv\ndrafts/\n", encoding="utf-8")
+    ignored: list[str] = []
+    assert [relative for _, relative in raw_folder_files(raw, ignored)] == ["handbook.md", "pdf/manual.txt"]
+    assert ignored == ["drafts/", "manifest.tsv"]  # the folder once, never entered
+
+
+def test_an_unreadable_ignore_file_stops_the_scan_with_its_path(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a.txt").write_text("text", encoding="utf-8")
+    (raw / ".ragignore").write_bytes(b"\xff\xfe manifest")
+    with pytest.raises(ValueError, match=r"\.ragignore"):
+        list(raw_folder_files(raw))
+
+
+@pytest.mark.slow
+def test_an_ignored_catalogue_leaves_the_index_and_every_file_stays_accounted_for(tmp_path):
+    """Real run: the catalogue is indexed, then ignored (it leaves the served index like a deleted
+    file, the accounting check still passes), then re-included."""
+    from rag_pipeline.query import RagIndex
+
+    raw, lake = tmp_path / "raw", tmp_path / "lake"
+    raw.mkdir()
+    (raw / "handbook.md").write_text("# Leave\n\nEmployees get 25 days of annual leave per year.\n", encoding="utf-8")
+    (raw / "SOURCES.md").write_text("# Sources\n\n- handbook.md: the staff handbook on annual leave\n", encoding="utf-8")
+
+    def sources() -> set[str]:
+        index = RagIndex.open(lake)
+        return {h.source for h in index.search("annual leave handbook", k=10)}
+
+    first = run_index(raw, lake, golden_file="none")
+    assert first["success"] and first["raw_documents"]["ignored"] == 0
+    assert sources() == {"handbook.md", "SOURCES.md"}
+
+    (raw / ".ragignore").write_text("# the catalogue describes the documents; it is not one\n/SOURCES.md\n", encoding="utf-8")
+    second = run_index(raw, lake, golden_file="none")
+    assert second["success"], second["failures"]
+    assert second["raw_documents"]["ignored"] == 1 and second["raw_documents"]["ignored_paths"] == "SOURCES.md"
+    assert second["raw_documents"]["files"] == 1
+    assert second["checks"]["every_file_accounted_for"]
+    assert sources() == {"handbook.md"}
+
+    (raw / ".ragignore").write_text("", encoding="utf-8")
+    third = run_index(raw, lake, golden_file="none")
+    assert third["success"] and third["raw_documents"]["ignored"] == 0
+    assert sources() == {"handbook.md", "SOURCES.md"}
