@@ -550,7 +550,8 @@ def format_index_summary(d: dict, check_rows_: list[tuple[str, str, str]]) -> st
     stages = []
     if have("scanned_files", "added", "updated", "unchanged", "deleted"):
         stages.append(("scan", f"{n('scanned_files')} files: {n('added')} added, {n('updated')} updated, "
-                       f"{n('unchanged')} unchanged, {n('deleted')} deleted"))
+                       f"{n('unchanged')} unchanged, {n('deleted')} deleted"
+                       + (f"; {d['ignored']} ignored by .ragignore" if d.get("ignored") else "")))
     if have("parsed_now", "reused_from_parse_cache", "quarantined"):
         stages.append(("parse", f"{n('parsed_now')} parsed, {n('reused_from_parse_cache')} from the parse cache, "
                        f"{n('quarantined')} quarantined"))
@@ -600,6 +601,7 @@ _SUMMARY_KEYS = {
     "updated",
     "unchanged",
     "deleted",
+    "ignored",
     "embedded",
     "reused_from_cache",
     "model",

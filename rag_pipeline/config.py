@@ -186,6 +186,12 @@ def ensure_dagster_home() -> Path:
     return home
 
 
+def default_ignore_file() -> Path | None:
+    """RAG_IGNORE_FILE: .ragignore rules kept outside the raw folder (a read-only share), read after
+    the folder's own (ingest.ignore)."""
+    return _env_path("RAG_IGNORE_FILE", "") if env_str("RAG_IGNORE_FILE") else None
+
+
 def default_golden_file() -> Path | None:
     value = os.environ.get("RAG_GOLDEN_FILE", str(PROJECT_ROOT / "data" / "golden" / "sample_golden.jsonl"))
     return None if value.strip().lower() in ("", "none", "off") else Path(value).expanduser()
@@ -231,6 +237,7 @@ class Settings:
     # A parse worker's address space is capped (RAG_PARSE_MEMORY_MB, 0 = no cap): a file that needs
     # more (a PDF stream that inflates to gigabytes) is quarantined as too_large, not OOM-killing the host.
     parse_memory_mb: int = field(default_factory=lambda: env_number("RAG_PARSE_MEMORY_MB", 4096))
+    ignore_file: Path | None = field(default_factory=default_ignore_file)  # RAG_IGNORE_FILE (ingest.ignore)
     max_deletion_fraction: float = 0.5  # a scan missing more than this share of known files stops the run
     allow_mass_deletion: bool = False
     chunking: ChunkingSettings = field(default_factory=ChunkingSettings)

@@ -10,7 +10,7 @@ from rag_pipeline.config import Settings
 # Settings a run carries to its workers: what the run is to do. Machine-local ones (parse worker
 # count) stay the worker's own; RAG_SHARDS and the chunk sizes are part of the code location and
 # must be the same everywhere (scripts/cluster.sh's cluster.env is read by every process).
-RUN_SETTINGS = ("raw_dir", "lake_dir", "embedding_model", "model_cache_dir", "embedding_precision", "ocr_min_confidence",
+RUN_SETTINGS = ("raw_dir", "ignore_file", "lake_dir", "embedding_model", "model_cache_dir", "embedding_precision", "ocr_min_confidence",
                 "max_deletion_fraction", "allow_mass_deletion", "parse_timeout_s", "golden_file", "eval_tolerance",
                 "keep_generations", "lock_wait_s")
 
@@ -34,5 +34,8 @@ def run_config_for(settings: Settings, *, log_level: str = "WARNING") -> dict:
     rag = {}
     for name in RUN_SETTINGS:
         value = getattr(settings, name)
-        rag[name] = "none" if name == "golden_file" and value is None else value if isinstance(value, (bool, int, float)) else str(value)
+        if value is None:  # "none" turns the golden set off, "" says no ignore file: the worker's environment must not add one
+            rag[name] = "none" if name == "golden_file" else ""
+        else:
+            rag[name] = value if isinstance(value, (bool, int, float)) else str(value)
     return {"resources": {"rag": {"config": rag}}, "loggers": {"console": {"config": {"log_level": log_level}}}}

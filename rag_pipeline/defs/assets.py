@@ -79,7 +79,8 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             yield f
 
     ignored: list[str] = []  # what the folder's .ragignore excludes (ingest.ignore)
-    table = staging.raw_files_to_table(counted(iter_raw_files(rag.settings().raw_dir, hashes, ignored)))
+    settings = rag.settings()
+    table = staging.raw_files_to_table(counted(iter_raw_files(settings.raw_dir, hashes, ignored, settings.ignore_file)))
     lake.write_scan_hashes(staging.file_hashes_to_table(hashes))
     table = spill(lake.lake_dir, context.run_id, "raw_documents", table)  # the run keeps what the step returns (defs.io.spill)
     context.add_output_metadata(

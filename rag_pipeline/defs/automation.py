@@ -66,13 +66,17 @@ daily_query_log_schedule = dg.ScheduleDefinition(
 )
 
 
-def folder_signature(raw_dir: str) -> str:
-    """Cheap change detector: paths, sizes and mtimes of every entry under the folder.
+def folder_signature(raw_dir: str, ignore_file: str | None = None) -> str:
+    """Cheap change detector: paths, sizes and mtimes of every entry under the folder (its
+    .ragignore included), and of the ignore rules kept outside it (RAG_IGNORE_FILE).
 
     lstat, not stat: a dangling or looping link is an entry too (the scan quarantines it), and
     must not fail every sensor tick; names that are not valid UTF-8 are hashed byte for byte.
     """
     digest = hashlib.sha256()
+    if ignore_file is not None and os.path.lexists(ignore_file):
+        st = os.lstat(ignore_file)
+        digest.update(f"{ignore_file}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     for root, dirs, files in os.walk(raw_dir):
         dirs.sort()
         for name in sorted(files):
@@ -85,10 +89,11 @@ def folder_signature(raw_dir: str) -> str:
 @dg.sensor(job=index_job, minimum_interval_seconds=60)
 def raw_folder_sensor(context: dg.SensorEvaluationContext, rag: RagSettingsResource):
     """Start index_job when files under the raw folder are added, changed or removed."""
-    raw_dir = rag.settings().raw_dir
+    settings = rag.settings()
+    raw_dir = settings.raw_dir
     if not raw_dir.is_dir():
         return dg.SkipReason(f"raw folder {raw_dir} does not exist")
-    signature = folder_signature(str(raw_dir))
+    signature = folder_signature(str(raw_dir), str(settings.ignore_file) if settings.ignore_file else None)
     if signature == context.cursor:
         return dg.SkipReason("raw folder unchanged")
     context.update_cursor(signature)

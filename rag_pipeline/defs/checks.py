@@ -18,7 +18,7 @@ def every_file_accounted_for(rag: RagSettingsResource, lancedb_index: dict) -> d
     Lists the folder again (names only: no file is read or hashed) rather than trusting the run's scan."""
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
-    scanned = listed_sources(settings.raw_dir)
+    scanned = listed_sources(settings.raw_dir, settings.ignore_file)
     indexed = set(lake.published_arrow(s.DOCUMENTS, lancedb_index, ["doc_id"]).column("doc_id").to_pylist())
     quarantined = set(lake.published_arrow(s.QUARANTINE, lancedb_index, ["doc_id"]).column("doc_id").to_pylist())
     missing = sorted(scanned[d] for d in set(scanned) - indexed - quarantined)

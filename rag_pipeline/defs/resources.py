@@ -22,6 +22,7 @@ class RagSettingsResource(dg.ConfigurableResource):
     """Pipeline settings; each unset field falls back to its RAG_* environment variable (README)."""
 
     raw_dir: str | None = None
+    ignore_file: str | None = None
     lake_dir: str | None = None
     embedding_model: str | None = None
     model_cache_dir: str | None = None
@@ -38,8 +39,10 @@ class RagSettingsResource(dg.ConfigurableResource):
 
     def settings(self) -> Settings:
         overrides = {name: value for name, value in self.__dict__.items() if name in _FIELDS and value is not None}
-        for name in ("raw_dir", "lake_dir", "model_cache_dir"):
-            if name in overrides:
+        if overrides.get("ignore_file") == "":  # the run says "no ignore file" (cluster.jobs.run_config_for)
+            overrides["ignore_file"] = None
+        for name in ("raw_dir", "ignore_file", "lake_dir", "model_cache_dir"):
+            if overrides.get(name) is not None:
                 overrides[name] = Path(overrides[name])
         if "golden_file" in overrides:
             value = overrides["golden_file"]

@@ -6,7 +6,8 @@ a catalogue row ("file: layout-parser-paper.pdf; what it is: LayoutParser paper 
 document it describes for questions about that document, and gets quoted instead of it
 (bench/README.md, "Files that are not documents"). The folder's own `.ragignore` names them
 with the gitignore patterns operators already know, so the rule travels with the folder and its
-changes wake the raw-folder sensor like any other change.
+changes wake the raw-folder sensor like any other change. A folder one may not write to (a
+read-only share) takes its rules from a file elsewhere: `RAG_IGNORE_FILE`.
 
 The subset of gitignore supported: blank lines and `#` comments; `!` re-includes what an earlier
 pattern excluded (not inside an excluded folder, which is never entered, as in git); a trailing
@@ -73,16 +74,20 @@ class IgnoreRules:
         return cls(tuple(rule for line in text.splitlines() if (rule := IgnoreRule.parse(line)) is not None))
 
     @classmethod
-    def of_folder(cls, raw_dir: Path) -> "IgnoreRules":
-        """The raw folder's `.ragignore`, or no rules. Unreadable or not UTF-8 is an error: indexing
-        files the operator meant to exclude is worse than a failed scan that says why."""
-        path = raw_dir / IGNORE_FILE
-        if not path.is_file():
-            return cls()
-        try:
-            return cls.parse(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"cannot read {path}: {exc}") from exc
+    def of_folder(cls, raw_dir: Path, extra: Path | None = None) -> "IgnoreRules":
+        """The raw folder's `.ragignore` (if any), then `extra` (RAG_IGNORE_FILE: rules kept
+        outside a folder one may not write to; its lines come last, so they win). An unreadable
+        or non-UTF-8 file, or an `extra` that does not exist, is an error: indexing files the
+        operator meant to exclude is worse than a failed scan that says why."""
+        own = raw_dir / IGNORE_FILE
+        paths = ([own] if own.is_file() else []) + ([extra] if extra is not None else [])
+        rules: tuple[IgnoreRule, ...] = ()
+        for path in paths:
+            try:
+                rules += cls.parse(path.read_text(encoding="utf-8")).rules
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"cannot read the ignore rules {path}: {exc}") from exc
+        return cls(rules)
 
     def ignores(self, relative: str, is_folder: bool = False) -> bool:
         """Whether the path (relative to the raw folder, `/`-separated) is excluded: the last

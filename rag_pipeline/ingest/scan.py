@@ -247,16 +247,18 @@ def _content_sha256(path: Path, st: os.stat_result, hashes: FileHashes | None = 
     return hashlib.sha256(os.fsencode(what)).hexdigest()
 
 
-def raw_folder_files(raw_dir: Path, ignored: list[str] | None = None) -> Iterator[tuple[Path, str]]:
+def raw_folder_files(
+    raw_dir: Path, ignored: list[str] | None = None, ignore_file: Path | None = None
+) -> Iterator[tuple[Path, str]]:
     """(path, path relative to raw_dir) of every file under raw_dir except sidecars, hidden files
-    and what the folder's `.ragignore` excludes (ingest.ignore; each appended to `ignored`, a
-    folder as `name/`), sorted by path. Symbolic links (to files or directories) and other
+    and what the folder's `.ragignore` and `ignore_file` exclude (ingest.ignore; each appended to
+    `ignored`, a folder as `name/`), sorted by path. Symbolic links (to files or directories) and other
     non-regular files are listed but never followed or opened, so they are quarantined instead
     of silently disappearing."""
     if not raw_dir.is_dir():
         raise FileNotFoundError(f"raw folder {raw_dir} does not exist")
     raw_dir = raw_dir.resolve()
-    rules = IgnoreRules.of_folder(raw_dir)
+    rules = IgnoreRules.of_folder(raw_dir, ignore_file)
     for root, dirs, files in os.walk(raw_dir, followlinks=False):
         # the relative path joined as a string per file, parsed once per folder: a Path and a
         # relative_to per file were 0.70 s of each 100k-file listing (0.22 s so; median of 5, bench/README.md)
@@ -282,17 +284,19 @@ def raw_folder_files(raw_dir: Path, ignored: list[str] | None = None) -> Iterato
             yield folder / name, prefix + name
 
 
-def listed_sources(raw_dir: Path) -> dict[str, str]:
+def listed_sources(raw_dir: Path, ignore_file: Path | None = None) -> dict[str, str]:
     """doc_id -> source of every file the scan lists, without reading a file (the accounting check)."""
-    return {doc_id_for(relative): display_name(relative) for _, relative in raw_folder_files(raw_dir)}
+    return {doc_id_for(relative): display_name(relative) for _, relative in raw_folder_files(raw_dir, ignore_file=ignore_file)}
 
 
-def iter_raw_files(raw_dir: Path, hashes: FileHashes | None = None, ignored: list[str] | None = None) -> Iterator[RawFile]:
+def iter_raw_files(
+    raw_dir: Path, hashes: FileHashes | None = None, ignored: list[str] | None = None, ignore_file: Path | None = None
+) -> Iterator[RawFile]:
     """Every file raw_folder_files lists, with its size, content hash and sidecar metadata
     (hashes: a previous scan's, reused for files whose stat is unchanged; see FileHashes), one
     at a time: the scan step turns them into Arrow batches as they come (a RawFile and its Path
     per file of a 100k-file folder were the step's largest Python objects)."""
-    for path, relative in raw_folder_files(raw_dir, ignored):
+    for path, relative in raw_folder_files(raw_dir, ignored, ignore_file):
         st = path.lstat()
         metadata, error = read_sidecar(path)
         yield RawFile(

@@ -43,6 +43,24 @@ def test_the_listing_skips_what_the_folder_ignores_and_says_what(tmp_path):
     assert ignored == ["drafts/", "manifest.tsv"]  # the folder once, never entered
 
 
+def test_rules_kept_outside_the_folder_are_read_last_and_must_exist(tmp_path):
+    from rag_pipeline.defs.automation import folder_signature
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name in ("a.txt", "b.txt", "notes.md"):
+        (raw / name).write_text("text", encoding="utf-8")
+    (raw / ".ragignore").write_text("*.txt\n", encoding="utf-8")
+    outside = tmp_path / "ops.ragignore"
+    outside.write_text("!b.txt\nnotes.md\n", encoding="utf-8")
+    assert [relative for _, relative in raw_folder_files(raw, ignore_file=outside)] == ["b.txt"]
+    before = folder_signature(str(raw), str(outside))
+    outside.write_text("!b.txt\n", encoding="utf-8")  # the sensor sees a change of the outside rules
+    assert folder_signature(str(raw), str(outside)) != before
+    with pytest.raises(ValueError, match="missing.ragignore"):
+        list(raw_folder_files(raw, ignore_file=tmp_path / "missing.ragignore"))
+
+
 def test_an_unreadable_ignore_file_stops_the_scan_with_its_path(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -54,8 +72,9 @@ def test_an_unreadable_ignore_file_stops_the_scan_with_its_path(tmp_path):
 
 @pytest.mark.slow
 def test_an_ignored_catalogue_leaves_the_index_and_every_file_stays_accounted_for(tmp_path):
-    """Real run: the catalogue is indexed, then ignored (it leaves the served index like a deleted
-    file, the accounting check still passes), then re-included."""
+    """Real run: the catalogue is indexed, then ignored by the folder's .ragignore (it leaves the
+    served index like a deleted file, the accounting check still passes), then re-included by a
+    rules file kept outside the folder (RAG_IGNORE_FILE), whose lines come last."""
     from rag_pipeline.query import RagIndex
 
     raw, lake = tmp_path / "raw", tmp_path / "lake"
@@ -79,7 +98,36 @@ def test_an_ignored_catalogue_leaves_the_index_and_every_file_stays_accounted_fo
     assert second["checks"]["every_file_accounted_for"]
     assert sources() == {"handbook.md"}
 
-    (raw / ".ragignore").write_text("", encoding="utf-8")
-    third = run_index(raw, lake, golden_file="none")
+    outside = tmp_path / "ops.ragignore"  # RAG_IGNORE_FILE: rules kept outside the folder, read last
+    outside.write_text("!/SOURCES.md\n", encoding="utf-8")
+    third = run_index(raw, lake, golden_file="none", ignore_file=str(outside))
     assert third["success"] and third["raw_documents"]["ignored"] == 0
+    assert third["checks"]["every_file_accounted_for"]
     assert sources() == {"handbook.md", "SOURCES.md"}
+
+
+def test_the_index_summary_says_how_many_files_were_ignored():
+    from rag_pipeline.cli import format_index_summary
+
+    counts = {"success": True, "run_id": "r", "raw_dir": "raw", "lake_dir": "lake",
+              "scanned_files": 3, "added": 3, "updated": 0, "unchanged": 0, "deleted": 0}
+    assert "ignored" not in format_index_summary(counts, [])
+    assert "3 files: 3 added, 0 updated, 0 unchanged, 0 deleted; 2 ignored by .ragignore" in format_index_summary(
+        {**counts, "ignored": 2}, []
+    )
+
+
+def test_a_run_carries_its_ignore_file_or_its_absence_to_every_worker(tmp_path, monkeypatch):
+    """Out of process each step rebuilds the settings from the run config: a worker whose own
+    environment names an ignore file must still follow the submitter, who named none."""
+    from pathlib import Path
+
+    from rag_pipeline.cluster.jobs import run_config_for
+    from rag_pipeline.config import Settings
+    from rag_pipeline.defs.resources import RagSettingsResource
+
+    monkeypatch.setenv("RAG_IGNORE_FILE", str(tmp_path / "worker.ragignore"))
+    for submitted in (None, tmp_path / "ops.ragignore"):
+        config = run_config_for(Settings(raw_dir=tmp_path, lake_dir=tmp_path, golden_file=None, ignore_file=submitted))
+        assert RagSettingsResource(**config["resources"]["rag"]["config"]).settings().ignore_file == submitted
+    assert Settings().ignore_file == Path(tmp_path / "worker.ragignore")
