@@ -131,9 +131,10 @@ class Answer:
 def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | None:
     """Whether the sentences to be quoted state a number the question did not already hold — with
     a unit of the measure when the question names one ("in US dollars", "多少分贝"); None when the
-    question asks for no number (answer_type). Recorded in the evidence, so a replay of
-    refusal_reason (rag calibrate, rag eval) applies the rule as `ask` did."""
-    if not asks_for_number(question):
+    question asks for no number (answer_type); an identifier asked for ("the document number",
+    "文档编号是什么") is stated by a code the question does not hold, or a number. Recorded in the
+    evidence, so a replay of refusal_reason (rag calibrate, rag eval) applies the rule as `ask` did."""
+    if not asks_for_number(question) and not asks_for_identifier(question):
         return None
     asked, measures = numbers(question), asked_measures(question)
     if not measures and any(states_asked_cell(sentence, question) for _, sentence in picked):

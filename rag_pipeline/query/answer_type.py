@@ -117,11 +117,13 @@ def asks_for_number(question: str) -> bool:
     return bool(_ASKS_EN.search(question) or _ASKS_ZH.search(question))
 
 
-# "the document number", "part no.", 编号: the answer is an identifier (NW-DS-X2000), whose digits may
-# all be the product's own (X-2000): a code the question does not hold states it
+# "the document number", "part no.", "编号是什么": the answer is an identifier (NW-DS-X2000), whose digits
+# may all be the product's own (X-2000): a code the question does not hold states it. In Chinese only
+# when it is what is asked ("编号是什么/多少"), not a thing named by one ("编号为 A-12 的设备在哪").
 _ASKS_IDENTIFIER = re.compile(
     r"\b(?:document|part|serial|model|order|invoice|ticket|reference|item|catalog(?:ue)?|registration|licen[cs]e"
-    r"|account|case|tracking|version)\s+(?:number|no\.?|id)\b|编号|型号|单号|文号",
+    r"|account|case|tracking|version)\s+(?:number|no\.?|id)\b"
+    r"|(?:编号|編號|型号|型號|单号|單號|文号|文號)(?:是|为|為)?(?:什么|什麼|多少|啥|几|幾)",
     re.IGNORECASE,
 )
 

@@ -249,5 +249,8 @@ def test_a_document_number_is_stated_by_an_identifier_the_question_does_not_hold
     question = "What is the document number of the X-2000 datasheet?"
     assert quote_states_number(question, [(0, "Product datasheet - document NW-DS-X2000, revision C, March 2026")])
     assert quote_states_number(question, [(0, "Northwind X-2000 Collaborative Robot Arm, March 2026")]) is False
-    assert quote_states_number("X-2000 产品手册的文档编号是什么？", [(0, "文档编号：NW-DS-X2000")]) is not False
+    assert quote_states_number("X-2000 产品手册的文档编号是什么？", [(0, "文档编号：NW-DS-X2000")]) is True
+    assert quote_states_number("X-2000 產品手冊的文檔編號是什麼？", [(0, "Northwind X-2000 产品手册")]) is False  # no new code
     assert not asks_for_identifier("How many X-2000 arms ship per pallet?")  # a count: identifiers do not answer it
+    assert not asks_for_identifier("编号为 A-12 的设备放在哪个仓库？")  # a thing named by its number: not asked for
+    assert quote_states_number("编号为 A-12 的设备放在哪个仓库？", [(0, "A-12 放在北区仓库")]) is None
