@@ -62,7 +62,8 @@ def _md_table(header: list[str], records: list[list]) -> dg.MetadataValue:
 @dg.asset(group_name="ingest", kinds={"python", "file"}, owners=OWNERS)
 def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, lake_writer: LakeWriterResource) -> pa.Table:
     """Every file in the raw folder with its sha256 and sidecar metadata (status, ACL, owner),
-    but those the folder's `.ragignore` excludes (counted as `ignored`; ingest.ignore).
+    but those the ignore rules exclude (the folder's `.ragignore`, RAG_IGNORE_FILE; counted as
+    `ignored`; ingest.ignore).
 
     A file whose stat is unchanged since the last scan of this lake keeps its hash (FileHashes)."""
     lake = Lake(rag.settings().lake_dir)
@@ -78,7 +79,7 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             sidecar_errors += bool(f.metadata_error)
             yield f
 
-    ignored: list[str] = []  # what the folder's .ragignore excludes (ingest.ignore)
+    ignored: list[str] = []  # what the ignore rules exclude (ingest.ignore)
     settings = rag.settings()
     table = staging.raw_files_to_table(counted(iter_raw_files(settings.raw_dir, hashes, ignored, settings.ignore_file)))
     lake.write_scan_hashes(staging.file_hashes_to_table(hashes))
@@ -90,7 +91,7 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             "bytes": total_bytes,
             "by_extension": dict(sorted(by_ext.items())),
             "with_sidecar_errors": sidecar_errors,
-            "ignored": len(ignored),  # by .ragignore: neither scanned, indexed nor quarantined
+            "ignored": len(ignored),  # by the ignore rules: neither scanned, indexed nor quarantined
             "ignored_paths": ", ".join(ignored[:20]) + (f" … (+{len(ignored) - 20})" if len(ignored) > 20 else "") or "none",
             "hashed_now": hashes.hashed,  # the others' stat was unchanged since the last scan
             "hashes_reused": hashes.reused,
