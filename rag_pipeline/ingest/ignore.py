@@ -60,8 +60,9 @@ class IgnoreRule:
 def _match_segments(pattern: tuple[str, ...], parts: tuple[str, ...]) -> bool:
     if not pattern:
         return not parts
-    if pattern[0] == "**":
-        return any(_match_segments(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    if pattern[0] == "**":  # any number of segments; at the end at least one ("drafts/**" is what is inside)
+        first = 1 if len(pattern) == 1 else 0
+        return any(_match_segments(pattern[1:], parts[i:]) for i in range(first, len(parts) + 1))
     return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _match_segments(pattern[1:], parts[1:])
 
 

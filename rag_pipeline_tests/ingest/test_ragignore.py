@@ -30,6 +30,9 @@ def test_patterns_follow_gitignore():
     assert rules.ignores("old/report.bak") and not rules.ignores("keep.bak")  # the last matching rule decides
     assert not rules.ignores("Manifest.tsv")  # case-sensitive, as git on Linux
     assert not IgnoreRules.parse("").ignores("anything.pdf")
+    inside = IgnoreRules.parse("drafts/**\n!drafts/final.md\n")  # what is inside, not the folder: one file back
+    assert not inside.ignores("drafts", is_folder=True) and inside.ignores("drafts/wip.md")
+    assert not inside.ignores("drafts/final.md") and inside.ignores("drafts/old/final.md")
 
 
 def test_the_listing_skips_what_the_folder_ignores_and_says_what(tmp_path):
