@@ -61,6 +61,19 @@ def _policy_flag(name: str) -> Callable:
     return off
 
 
+def _patched(module_name: str, attribute: str, value) -> Callable:
+    """A lever that is a module-level rule or constant: replaced while its row runs."""
+    def off(index):
+        import importlib
+
+        module = importlib.import_module(module_name)
+        shipped = getattr(module, attribute)
+        setattr(module, attribute, value)
+        return lambda: setattr(module, attribute, shipped)
+
+    return off
+
+
 # (row label, what switching it off does: returns how to switch it back on)
 LEVERS: list[tuple[str, Callable | None]] = [
     ("product (every lever on)", None),
@@ -71,6 +84,9 @@ LEVERS: list[tuple[str, Callable | None]] = [
     ("− refuse unknown codes", _policy_flag("refuse_unknown_identifiers")),
     ("− refuse a number question whose quote states none", _policy_flag("refuse_missing_number")),
     ("− refuse an address question whose quote states none", _policy_flag("refuse_missing_address")),
+    ("− a dense hit's say by its standing (every dense hit full say)", _patched("rag_pipeline.query.api", "DENSE_FULL_TRUST_Z", 0.0)),
+    ("− context rule (a translated-only hit quoted anywhere)", _patched("rag_pipeline.query.answer", "_translated_only", lambda hit: False)),
+    ("− identifier rule (a document number stated by a new code)", _patched("rag_pipeline.query.answer", "asks_for_identifier", lambda q: False)),
 ]
 
 
