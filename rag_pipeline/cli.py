@@ -551,7 +551,7 @@ def format_index_summary(d: dict, check_rows_: list[tuple[str, str, str]]) -> st
     if have("scanned_files", "added", "updated", "unchanged", "deleted"):
         stages.append(("scan", f"{n('scanned_files')} files: {n('added')} added, {n('updated')} updated, "
                        f"{n('unchanged')} unchanged, {n('deleted')} deleted"
-                       + (f"; {d['ignored']} ignored by .ragignore" if d.get("ignored") else "")))
+                       + (f"; {d['ignored']} ignored (.ragignore rules)" if d.get("ignored") else "")))
     if have("parsed_now", "reused_from_parse_cache", "quarantined"):
         stages.append(("parse", f"{n('parsed_now')} parsed, {n('reused_from_parse_cache')} from the parse cache, "
                        f"{n('quarantined')} quarantined"))

@@ -115,7 +115,7 @@ def test_the_index_summary_says_how_many_files_were_ignored():
     counts = {"success": True, "run_id": "r", "raw_dir": "raw", "lake_dir": "lake",
               "scanned_files": 3, "added": 3, "updated": 0, "unchanged": 0, "deleted": 0}
     assert "ignored" not in format_index_summary(counts, [])
-    assert "3 files: 3 added, 0 updated, 0 unchanged, 0 deleted; 2 ignored by .ragignore" in format_index_summary(
+    assert "3 files: 3 added, 0 updated, 0 unchanged, 0 deleted; 2 ignored (.ragignore rules)" in format_index_summary(
         {**counts, "ignored": 2}, []
     )
 
