@@ -123,6 +123,8 @@ def cmd_index(args) -> int:
     raw, lake = Path(args.raw).resolve(), Path(args.lake).resolve()
     if not raw.is_dir():
         raise UserError(f"raw folder {raw} does not exist: put documents there or pass --raw DIR")
+    if args.ignore_file is not None and not Path(args.ignore_file).is_file():
+        raise UserError(f"ignore file {Path(args.ignore_file).resolve()} does not exist")
     if is_locked(lake):
         print(f"rag: the lake {lake} is being written by {describe_holder(lake)}; nothing was changed", file=sys.stderr)
         return EXIT_LAKE_BUSY
@@ -162,7 +164,8 @@ def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
     from rag_pipeline.definitions import build_definitions
     from rag_pipeline.defs.resources import RagSettingsResource
 
-    rag = RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion)
+    ignore_file = str(Path(args.ignore_file).resolve()) if getattr(args, "ignore_file", None) else None  # else RAG_IGNORE_FILE
+    rag = RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion, ignore_file=ignore_file)
     job = build_definitions(rag).resolve_job_def("index_job")
     log_level = "DEBUG" if args.verbose else "WARNING"
     up_to_date: list[str] = []  # shards a fanned-out index found up to date and did not run
@@ -985,6 +988,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="run index_job through Dagster on a folder of documents")
     p.add_argument("--raw", default=str(default_raw_dir()), help="documents folder (env RAG_RAW_DIR, default data/raw)")
+    p.add_argument(
+        "--ignore-file", default=None,
+        help="ignore rules kept outside the folder, read after its own .ragignore (env RAG_IGNORE_FILE)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show Dagster's step-by-step log")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (bars on a terminal by default)")
     p.add_argument(

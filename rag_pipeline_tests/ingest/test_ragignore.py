@@ -134,3 +134,32 @@ def test_a_run_carries_its_ignore_file_or_its_absence_to_every_worker(tmp_path, 
         config = run_config_for(Settings(raw_dir=tmp_path, lake_dir=tmp_path, golden_file=None, ignore_file=submitted))
         assert RagSettingsResource(**config["resources"]["rag"]["config"]).settings().ignore_file == submitted
     assert Settings().ignore_file == Path(tmp_path / "worker.ragignore")
+
+
+@pytest.mark.slow
+def test_rag_index_takes_the_rules_from_outside_the_folder_and_says_what_it_ignored(tmp_path):
+    """`rag index --ignore-file` (a read-only share cannot hold a .ragignore): a real process; a
+    missing rules file is a usage error naming it, before any run starts."""
+    import os
+    import subprocess
+    import sys
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "handbook.md").write_text("# Leave\n\nEmployees get 25 days of annual leave per year.\n", encoding="utf-8")
+    (raw / "SOURCES.md").write_text("# Sources\n\n- handbook.md: the staff handbook\n", encoding="utf-8")
+    rules = tmp_path / "share.ragignore"
+    rules.write_text("/SOURCES.md\n", encoding="utf-8")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "RAG_GOLDEN_FILE": "none"}
+    env.pop("RAG_IGNORE_FILE", None)
+
+    def rag(*args):
+        return subprocess.run([sys.executable, "-m", "rag_pipeline.cli", "index", "-q", "--raw", str(raw),
+                               "--lake", str(tmp_path / "lake"), *args], capture_output=True, text=True, env=env, timeout=900)
+
+    missing = rag("--ignore-file", str(tmp_path / "nowhere.ragignore"))
+    assert missing.returncode == 2 and "nowhere.ragignore does not exist" in missing.stderr, missing.stderr
+    assert not (tmp_path / "lake" / "index_manifest.json").exists()
+    done = rag("--ignore-file", str(rules))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 files" not in done.stdout and "; 1 ignored (.ragignore rules)" in done.stdout, done.stdout
