@@ -238,7 +238,7 @@ def per_query_ndcg(queries, qrels, rule, sfx: str) -> dict[str, float]:
             ranked = [cid for cid, _ in q[arm if arm == "dense" else keyword]]
         else:
             hw = {"keyword": {cid: hit_weight(q, cid, sfx) for cid, _ in q[keyword]}} if hit_weight else None
-            if dense_z and q["background"][1] > 0:
+            if dense_z:  # standing_weights gives full say where the spread is 0
                 hw["dense"] = standing_weights(q["dense"], Background(*q["background"]), dense_z[0])
             fused = rrf({"dense": q["dense"], "keyword": q[keyword]}, k=k, weights={"keyword": arm_weight}, hit_weights=hw)
             ranked = [h.chunk_id for h in fused]

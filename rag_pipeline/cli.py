@@ -164,7 +164,7 @@ def _execute_index_job(args, raw: Path, lake: Path, run_id: str, interrupts):
     from rag_pipeline.definitions import build_definitions
     from rag_pipeline.defs.resources import RagSettingsResource
 
-    ignore_file = str(Path(args.ignore_file).resolve()) if getattr(args, "ignore_file", None) else None  # else RAG_IGNORE_FILE
+    ignore_file = str(Path(args.ignore_file).resolve()) if args.ignore_file else None  # else RAG_IGNORE_FILE
     rag = RagSettingsResource(raw_dir=str(raw), lake_dir=str(lake), allow_mass_deletion=args.allow_mass_deletion, ignore_file=ignore_file)
     job = build_definitions(rag).resolve_job_def("index_job")
     log_level = "DEBUG" if args.verbose else "WARNING"

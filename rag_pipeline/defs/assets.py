@@ -66,7 +66,8 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
     `ignored`; ingest.ignore).
 
     A file whose stat is unchanged since the last scan of this lake keeps its hash (FileHashes)."""
-    lake = Lake(rag.settings().lake_dir)
+    settings = rag.settings()
+    lake = Lake(settings.lake_dir)
     hashes = staging.file_hashes_from_table(lake.read_scan_hashes())
     by_ext: Counter[str] = Counter()
     total_bytes = sidecar_errors = 0
@@ -80,13 +81,12 @@ def raw_documents(context: dg.AssetExecutionContext, rag: RagSettingsResource, l
             yield f
 
     ignored: list[str] = []  # what the ignore rules exclude (ingest.ignore)
-    settings = rag.settings()
     table = staging.raw_files_to_table(counted(iter_raw_files(settings.raw_dir, hashes, ignored, settings.ignore_file)))
     lake.write_scan_hashes(staging.file_hashes_to_table(hashes))
     table = spill(lake.lake_dir, context.run_id, "raw_documents", table)  # the run keeps what the step returns (defs.io.spill)
     context.add_output_metadata(
         {
-            "raw_dir": str(rag.settings().raw_dir),
+            "raw_dir": str(settings.raw_dir),
             "files": table.num_rows,
             "bytes": total_bytes,
             "by_extension": dict(sorted(by_ext.items())),

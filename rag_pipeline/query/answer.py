@@ -134,12 +134,13 @@ def quote_states_number(question: str, picked: list[tuple[int, str]]) -> bool | 
     question asks for no number (answer_type); an identifier asked for ("the document number",
     "文档编号是什么") is stated by a code the question does not hold, or a number. Recorded in the
     evidence, so a replay of refusal_reason (rag calibrate, rag eval) applies the rule as `ask` did."""
-    if not asks_for_number(question) and not asks_for_identifier(question):
+    identifier = asks_for_identifier(question)
+    if not identifier and not asks_for_number(question):
         return None
     asked, measures = numbers(question), asked_measures(question)
     if not measures and any(states_asked_cell(sentence, question) for _, sentence in picked):
         return True
-    if asks_for_identifier(question) and any(states_new_identifier(sentence, question) for _, sentence in picked):
+    if identifier and any(states_new_identifier(sentence, question) for _, sentence in picked):
         return True
     counts = not asks_when(question)  # a date is no count or amount
     return any(
