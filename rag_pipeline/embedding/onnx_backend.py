@@ -23,6 +23,25 @@ import numpy as np
 from rag_pipeline.config import apply_offline_environment, compute_threads
 
 
+def int8_session_options(threads: int):
+    """onnxruntime session options for an int8 graph whose numbers do not depend on the CPU.
+
+    On x86 CPUs without VNNI (AVX2, AVX-512 before VNNI) onnxruntime computes u8 x s8 products
+    with VPMADDUBSW, whose 16-bit pair sums saturate; a VNNI CPU's VPDPBUSD does not. The same
+    graph then gives other numbers on other machines: token recall (the refusal gate's heaviest
+    evidence) moved by up to 0.016, and one held-out answer with it (bench/README.md, "The same
+    evidence on every CPU"). `session.x64quantprecision` has onnxruntime compute those products
+    as u8 x u8 where the CPU lacks VNNI, so the results are a VNNI CPU's; a VNNI CPU is unaffected.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.x64quantprecision", "1")
+    return options
+
+
 def export_onnx_int8(model_dir: Path, out_path: Path) -> Path:
     """Export `model_dir` (a sentence-transformers folder) to an int8 ONNX file at `out_path`.
 
@@ -104,9 +123,7 @@ class OnnxPassageEncoder:
         self.max_seq_length = max_seq_length
         self.batch_size = batch_size
         self.dimension = int(json.loads((Path(model_dir) / "config.json").read_text())["hidden_size"])
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = num_threads or compute_threads()
-        options.inter_op_num_threads = 1
+        options = int8_session_options(num_threads or compute_threads())
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
 

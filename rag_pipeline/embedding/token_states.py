@@ -67,9 +67,9 @@ class TokenStates:
         if onnx_path is not None:
             import onnxruntime as ort
 
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1  # one short sequence: a second thread measured slower on 2 shared cores
-            options.inter_op_num_threads = 1
+            from rag_pipeline.embedding.onnx_backend import int8_session_options
+
+            options = int8_session_options(1)  # one short sequence: a second thread measured slower on 2 shared cores
             self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
             self._numpy = None
         else:

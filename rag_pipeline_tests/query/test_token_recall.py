@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_token_states
+from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_token_states, token_states_export_path
 from rag_pipeline.embedding.query_encoder import supported_layout
 from rag_pipeline.embedding.token_states import TokenStates
 from rag_pipeline.query.answer import GATE_FEATURES, RefusalPolicy
@@ -72,6 +72,20 @@ def test_int8_onnx_states_read_as_the_fp32_model_does(model):
             fast = token_recall(encoder.token_states, question, passage, identity.query_prompt, identity.passage_prompt)
             exact = token_recall(numpy_states, question, passage, identity.query_prompt, identity.passage_prompt)
             assert fast == pytest.approx(exact, abs=0.02)
+
+
+def test_int8_sessions_compute_as_a_vnni_cpu_does_on_any_cpu(model):
+    """Without VNNI, onnxruntime's u8 x s8 products saturate and the gate's evidence would depend on
+    the CPU (bench/README.md, "The same evidence on every CPU"): every int8 session asks for the
+    u8 x u8 path there."""
+    from rag_pipeline.embedding.onnx_backend import OnnxPassageEncoder
+
+    encoder, _ = model
+    key = "session.x64quantprecision"
+    assert encoder.token_states._session.get_session_options().get_session_config_entry(key) == "1"
+    path = Path(_resolve_or_fail(Settings().embedding_model, str(Settings().model_cache_dir))[0])
+    passage_encoder = OnnxPassageEncoder(path, token_states_export_path(Settings().model_cache_dir, encoder.identity), num_threads=1)
+    assert passage_encoder.session.get_session_options().get_session_config_entry(key) == "1"
 
 
 def test_ask_records_token_recall_and_the_gate_weighs_it(sample_index):
