@@ -92,10 +92,12 @@ def load_benchmark() -> list[dict]:
 
 def _evidence_fingerprint(lake: Path) -> str:
     """What a golden question's recorded evidence depends on: the lake's served generation and
-    the query code (rag_pipeline/query, text.py)."""
+    the code that answers (rag_pipeline/query, text.py, and rag_pipeline/embedding: the token
+    states token recall reads)."""
     digest = hashlib.sha256(str(lake.resolve()).encode())
     digest.update((lake / "index_manifest.json").read_bytes() if (lake / "index_manifest.json").exists() else b"")
-    for source in sorted([*(REPO / "rag_pipeline" / "query").glob("*.py"), REPO / "rag_pipeline" / "text.py"]):
+    code = REPO / "rag_pipeline"
+    for source in sorted([*(code / "query").glob("*.py"), *(code / "embedding").glob("*.py"), code / "text.py"]):
         digest.update(source.read_bytes())
     return digest.hexdigest()[:12]
 

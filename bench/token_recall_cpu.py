@@ -1,0 +1,106 @@
+"""Token recall by arithmetic: fp32 against the int8 ONNX states as shipped and as they were.
+
+    .venv/bin/python bench/token_recall_cpu.py --golden data/golden/corpus_golden.jsonl=<corpus lake> \
+        --golden data/golden/sample_golden.jsonl=<sample lake>
+
+For each golden question, the passage `ask` reads token recall from (the first context passage)
+is scored three ways: the fp32 numpy states (the reference), the int8 ONNX session as shipped
+(`onnx_backend.int8_session_options`: u8 x u8 products where the CPU lacks VNNI) and a plain int8
+session (u8 x s8, which saturates without VNNI). On a VNNI CPU the two int8 columns are equal; on
+one without, the plain session is what the product computed before. Prints the CPU's VNNI flag
+and each int8 column's distance to fp32. bench/README.md, "The same evidence on every CPU".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rag_pipeline.config import apply_offline_environment  # noqa: E402
+
+
+def cpu_has_vnni() -> bool:
+    flags = Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() else ""
+    return "vnni" in flags
+
+
+def first_passages(lake: Path, golden: Path) -> list[tuple[str, str, str]]:
+    """(id, query, first context passage) per question, as `ask` hands them to token recall."""
+    from rag_pipeline.query import RagIndex
+
+    index = RagIndex.open(lake)
+    seen: list[tuple[str, str]] = []
+    score = index._token_recall
+
+    def capture(query, top):
+        seen.append((query, top[0]["text"] if top else ""))
+        return score(query, top)
+
+    index._token_recall = capture
+    out = []
+    for line in golden.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            q = json.loads(line)
+            seen.clear()
+            index.ask(q["question"])
+            out.append((q["id"], *seen[0]))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--golden", action="append", required=True, help="GOLDEN_FILE=LAKE (repeatable)")
+    args = parser.parse_args()
+    apply_offline_environment()
+    import onnxruntime as ort
+
+    from rag_pipeline.config import Settings
+    from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_token_states
+    from rag_pipeline.embedding.query_encoder import supported_layout
+    from rag_pipeline.embedding.token_states import TokenStates
+    from rag_pipeline.query.token_recall import token_recall
+
+    settings = Settings()
+    onnx_path = export_token_states(settings)
+    if onnx_path is None:
+        print("the configured model has no int8 token-state export: nothing to compare")
+        return 1
+    folder = Path(_resolve_or_fail(settings.embedding_model, str(settings.model_cache_dir))[0])
+    identity = encoder_for(settings).identity
+    layout = supported_layout(folder)
+    shipped = TokenStates(folder, layout, onnx_path)
+    plain = TokenStates(folder, layout, onnx_path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    plain._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    states = {"fp32": TokenStates(folder, layout, None), "int8 (shipped)": shipped, "int8 (plain session)": plain}
+
+    rows = []
+    for spec in args.golden:
+        golden, lake = spec.split("=", 1)
+        for qid, query, passage in first_passages(Path(lake), Path(golden)):
+            rows.append([token_recall(s, query, passage, identity.query_prompt, identity.passage_prompt) if passage else 0.0
+                         for s in states.values()])
+    values = np.array(rows)
+    print(f"CPU has VNNI: {cpu_has_vnni()}; {len(values)} questions\n")
+    print("| token recall against fp32 | mean abs diff | p50 | p95 | max | mean signed |")
+    print("|---|---:|---:|---:|---:|---:|")
+    names = list(states)
+    for i in (1, 2):
+        d = values[:, i] - values[:, 0]
+        a = np.abs(d)
+        print(f"| {names[i]} | {a.mean():.4f} | {np.median(a):.4f} | {np.percentile(a, 95):.4f} | {a.max():.4f} | {d.mean():+.4f} |")
+    between = np.abs(values[:, 1] - values[:, 2])
+    print(f"\nshipped vs plain session: mean abs diff {between.mean():.4f}, max {between.max():.4f}, "
+          f"{int((between > 0).sum())} of {len(values)} questions differ")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
