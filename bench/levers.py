@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rag_pipeline.eval.golden import load_golden, run_golden
+from rag_pipeline.eval.golden import handled_right, load_golden, run_golden
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -93,7 +93,7 @@ LEVERS: list[tuple[str, Callable | None]] = [
 def outcome(details: list[dict]) -> dict:
     answerable = [d for d in details if d["answerable"]]
     unanswerable = [d for d in details if not d["answerable"]]
-    right = [(not d["refused"] and d["answer_contains"]) if d["answerable"] else d["refused"] for d in details]
+    right = [handled_right(d) for d in details]
 
     def mean(values) -> float | None:
         values = [float(v) for v in values]

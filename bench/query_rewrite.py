@@ -28,15 +28,11 @@ GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 SETS = {"sample": ("sample_golden.jsonl", "fit"), "corpus": ("corpus_golden.jsonl", "held out")}
 
 
-def right(d: dict) -> bool:
-    return (not d["refused"] and d["answer_contains"]) if d["answerable"] else d["refused"]
-
-
 def row(details: list[dict]) -> dict:
     summary = summarize(details)
     return {
         "n": len(details),
-        "right": round(sum(map(right, details)) / len(details), 3) if details else None,
+        "right": round(summary["answered_correctly"], 3) if details else None,
         **{k: summary[k] for k in ("hit@5", "false_refusal", "false_answer", "answer_contains")},
     }
 

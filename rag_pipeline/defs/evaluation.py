@@ -18,7 +18,7 @@ from rag_pipeline.query.filters import SERVED_STATUS
 from rag_pipeline.store import schema as s
 from rag_pipeline.store.lake import Lake
 
-REPORTED = (*GATED_METRICS, "false_refusal", "false_answer", "answer_contains")
+REPORTED = (*GATED_METRICS, "false_refusal", "false_answer", "answer_contains", "answered_correctly")
 
 
 @dg.asset(group_name="index", kinds={"python"}, owners=OWNERS)
@@ -59,7 +59,7 @@ def golden_eval(
         {
             "status": summary["status"],
             "questions": summary["questions"],
-            **{m: summary[m] for m in REPORTED if summary[m] is not None},
+            **{m: summary[m] for m in REPORTED if summary.get(m) is not None},  # a report stored before a metric existed lacks it
             "wrong": _md_table(["question: problem"], [[w.strip()] for w in summary["wrong"]] or [["none"]]),
         }
     )

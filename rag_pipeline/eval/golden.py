@@ -14,6 +14,10 @@ Metrics (rates in [0, 1]):
   answer_contains  answerable: the answer contains an expected string (a refusal counts as a miss)
   false_refusal    answerable but refused
   false_answer     unanswerable but answered
+  answered_correctly every question: answered with the expected text, or refused where nothing
+                   answers it (the review's headline), with its 95 % Wilson interval
+                   (`answered_correctly_95`): on a few hundred questions a change of one or two
+                   is noise, and the interval says how much
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from rag_pipeline.config import PROJECT_ROOT
 
 DEFAULT_GOLDEN = PROJECT_ROOT / "data" / "golden" / "sample_golden.jsonl"
 REQUIRED = ("id", "lang", "question", "answerable", "expected_sources", "expected_page", "answer_contains")
-METRICS = ("hit@5", "mrr@10", "citation_accuracy", "answer_contains", "false_refusal", "false_answer")
+METRICS = ("hit@5", "mrr@10", "citation_accuracy", "answer_contains", "false_refusal", "false_answer", "answered_correctly")
 
 
 def load_golden(path: Path = DEFAULT_GOLDEN) -> list[dict]:
@@ -94,6 +98,22 @@ def _rate(flags: list[bool]) -> float | None:
     return round(sum(flags) / len(flags), 4) if flags else None
 
 
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """The Wilson score interval of a share (95 % at z = 1.96): unlike p ± z·se it stays inside
+    [0, 1] and is honest at 0 or n successes, which small golden sets hit."""
+    if n <= 0:
+        return None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5 / (1 + z * z / n)
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
+
+
+def handled_right(d: dict) -> bool:
+    """Answered with the expected text, or refused where nothing answers it."""
+    return bool(d["answer_contains"]) and not d["refused"] if d["answerable"] else bool(d["refused"])
+
+
 def summarize(details: list[dict]) -> dict:
     pos = [d for d in details if d["answerable"]]
     neg = [d for d in details if not d["answerable"]]
@@ -109,6 +129,8 @@ def summarize(details: list[dict]) -> dict:
         "answer_contains": _rate([d["answer_contains"] for d in pos]),
         "false_refusal": _rate([d["refused"] for d in pos]),
         "false_answer": _rate([not d["refused"] for d in neg]),
+        "answered_correctly": _rate([handled_right(d) for d in details]),
+        "answered_correctly_95": wilson_interval(sum(handled_right(d) for d in details), len(details)),
         "page_hit@5": _rate(pages),
     }
 
@@ -166,6 +188,13 @@ def format_report(report: dict) -> str:
     for m in (*METRICS, "page_hit@5"):
         cells = ["-" if s.get(m) is None else f"{s[m]:.3f}" for s in scopes.values()]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    low_high = report.get("answered_correctly_95")
+    if low_high:
+        lines.append(
+            f"\nanswered correctly {report['answered_correctly']:.3f} of {report['questions']} questions, 95 % interval "
+            f"{low_high[0]:.3f}–{low_high[1]:.3f}: compare two runs question by question (--json details), not by a "
+            "difference inside that width"
+        )
     best = report["best_policy_on_this_set"]
     lines.append(
         f"\nrefusal gate fitted on these very questions would still make "

@@ -71,6 +71,32 @@ def _tiny_xquad(dest: Path, n_docs: int = 30, n_queries: int = 20) -> Path:
     return dest
 
 
+def test_answered_correctly_counts_right_answers_and_right_refusals_with_its_interval():
+    from rag_pipeline.eval.golden import summarize, wilson_interval
+
+    def judged(answerable, refused, contains):
+        return {"answerable": answerable, "refused": refused, "answer_contains": contains, "hit@5": True,
+                "page_hit@5": None, "first_expected_rank": 1, "cited_expected": not refused}
+
+    details = [
+        judged(True, False, True),  # answered with the fact: right
+        judged(True, False, False),  # answered without it: wrong
+        judged(True, True, False),  # refused although answerable: wrong
+        judged(False, True, False),  # refused where nothing answers: right
+        judged(False, False, False),  # answered where nothing answers: wrong
+    ]
+    summary = summarize(details)
+    assert summary["answered_correctly"] == 0.4
+    low, high = summary["answered_correctly_95"]
+    assert low < 0.4 < high
+    # textbook Wilson 95 % intervals (Newcombe 1998): 0/10 and 5/10
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson_interval(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    wide, narrow = wilson_interval(5, 10), wilson_interval(50, 100)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]
+    assert wilson_interval(0, 0) is None
+
+
 def test_smoke_eval_on_tiny_xquad_subset(tmp_path, capsys):
     if not XQUAD.is_dir():
         pytest.skip(f"benchmark data not found at {XQUAD} (it lives beside the checkout in CI)")
