@@ -32,8 +32,9 @@ CORPUS_META = {"manifest.tsv", "SOURCES.md"}  # describe the corpus; not corpus 
 @pytest.fixture(scope="session")
 def shared_corpus_run(shared_corpus, tmp_path_factory) -> dict:
     """The whole shared corpus through one real Dagster run of index_job, once per session:
-    test_shared_corpus_run.py checks what it indexed and quarantined, test_ingest_corpus.py reads
-    each file's parse outcome from its parse cache (the pipeline's parse, not a second one).
+    test_ingest_corpus.py checks what it indexed and quarantined and reads each file's parse
+    outcome from its parse cache (the pipeline's parse, not a second one); keep its users in that
+    one file, or `--dist loadfile` may build it on both workers (~5 min of both cores).
 
     The embedding model runs at int8-onnx precision (2.6x fp32's speed; what these tests check
     does not depend on the vectors, and fp32 builds run in every other indexing test), so the

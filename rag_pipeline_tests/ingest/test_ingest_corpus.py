@@ -1,9 +1,12 @@
-"""Parse outcomes over the shared format corpus (real files, real tesseract and poppler).
+"""The shared format corpus through one real Dagster run of index_job: nothing lost, and each
+file's parse outcome (real files, real tesseract and poppler).
 
-Every corpus file is parsed once, by the pipeline: the outcomes are read from the parse cache of
-the session's ``shared_corpus_run`` (one real Dagster run over the corpus, conftest), i.e. what
-the index was built from. A file the run did not cache (a transient outcome: a timeout) is
-parsed here with ``parse_file``.
+Every corpus file listed in ``manifest.tsv`` ends up either as an indexed document or as a
+quarantine row, each file of ``bad/`` with the reason the manifest expects. Every corpus file is
+parsed once, by the pipeline: the outcomes are read from the parse cache of the session's
+``shared_corpus_run`` (conftest; the real model at int8-onnx precision), i.e. what the index was
+built from. A file the run did not cache (a transient outcome: a timeout) is parsed here with
+``parse_file``. One file, so `pytest --dist loadfile` builds the ~5-minute run on one worker only.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from rag_pipeline.ingest.language import CJK_CLASS
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, OcrEngineError, parse_file
 from rag_pipeline.ingest.scan import file_sha256
 from rag_pipeline.ingest.serialize import outcome_from_json, parse_cache_key
+from rag_pipeline.query.sql import connect
 from rag_pipeline.store.lake import Lake
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
@@ -415,3 +419,56 @@ def test_pdf_ruled_tables_are_folded_rows_and_running_footers_dropped():
     d = parse_file(SAMPLE / "products" / "产品手册_R500.pdf")
     assert "代码: E-71; 含义: 滚刷缠绕或卡死; 处理方法: 关机后取下滚刷，清除缠绕的毛发和线头后重新装回。" in [b.text for b in d.blocks]
     assert d.title == "北风 R-500 商用清洁机器人 产品手册"
+
+
+def expected_bad_reasons(expectation: str) -> set[str | None]:
+    """Allowed outcomes of a bad/ file from the manifest's free text; None = indexed."""
+    e = expectation.lower()
+    if "(encrypted)" in e:
+        return {"encrypted"}
+    if "(corrupt)" in e:
+        return {"corrupt"}
+    if "reject or lenient parse" in e:
+        return {"corrupt", None}
+    if "lenient parse" in e:  # "lenient parse or reject row": a row may go, the file stays
+        return {None}
+    if "empty" in e or "no content" in e or "no text" in e:
+        return {"no_text"}
+    raise AssertionError(f"manifest expectation not understood: {expectation!r}")
+
+
+@pytest.mark.slow
+def test_every_corpus_file_is_indexed_or_quarantined_with_its_reason(shared_corpus, shared_corpus_run):
+    manifest = shared_corpus / "manifest.tsv"
+    if not manifest.is_file():
+        pytest.skip(f"no manifest.tsv in {shared_corpus}")
+    with open(manifest, encoding="utf-8", newline="") as fh:
+        rows = {r["file"]: r for r in csv.DictReader(fh, delimiter="\t")}
+    raw, lake, report = shared_corpus_run["raw"], shared_corpus_run["lake"], shared_corpus_run["report"]
+    files = {p.relative_to(raw).as_posix() for p in raw.rglob("*") if p.is_file()}
+    assert files == set(rows)
+
+    assert report["success"], report
+    assert all(report["checks"].values()), report["checks"]
+    con = connect(lake, admin=True)
+    indexed = {s for (s,) in con.sql("SELECT source FROM documents").fetchall()}
+    quarantined = {s: r for s, r in con.sql("SELECT source, reason FROM quarantine").fetchall()}
+    assert not indexed & set(quarantined)
+    assert indexed | set(quarantined) == files  # nothing lost
+    assert report["parsed_documents"]["documents"] + report["quarantine"]["quarantined"] == len(files)
+
+    for rel in sorted(f for f in files if f.startswith("bad/")):
+        allowed = expected_bad_reasons(rows[rel]["expectation"])
+        assert quarantined.get(rel) in allowed, (rel, quarantined.get(rel), rows[rel]["expectation"])
+    # Outside bad/ nothing is unreadable; only scans may be judged (low confidence, no text).
+    for rel, reason in quarantined.items():
+        if not rel.startswith("bad/"):
+            assert reason in {"ocr_low_confidence", "no_text"}, (rel, reason)
+            assert rel.startswith(("image/", "scanned-pdf/")), (rel, reason)
+
+    by_reason = report["quarantine"]["by_reason"]
+    assert sum(by_reason.values()) == len(quarantined)
+    assert by_reason == {r: list(quarantined.values()).count(r) for r in set(quarantined.values())}
+    assert {"encrypted", "corrupt", "no_text"} <= set(by_reason)
+    print(f"\nquarantine by reason: {dict(sorted(by_reason.items()))}; indexed {len(indexed)} of {len(files)}")
+    print("quarantined: " + ", ".join(f"{s} ({r})" for s, r in sorted(quarantined.items())))
