@@ -8,7 +8,9 @@ is scored three ways: the fp32 numpy states (the reference), the int8 ONNX sessi
 (`onnx_backend.int8_session_options`: u8 x u8 products where the CPU lacks VNNI) and a plain int8
 session (u8 x s8, which saturates without VNNI). On a VNNI CPU the two int8 columns are equal; on
 one without, the plain session is what the product computed before. Prints the CPU's VNNI flag
-and each int8 column's distance to fp32. bench/README.md, "The same evidence on every CPU".
+and each int8 column's distance to fp32; then what the option costs the `int8-onnx` passage
+encoder: 48 SciFact abstracts encoded three times each way, interleaved, one thread.
+bench/README.md, "The same evidence on every CPU".
 """
 
 from __future__ import annotations
@@ -99,7 +101,38 @@ def main() -> int:
     between = np.abs(values[:, 1] - values[:, 2])
     print(f"\nshipped vs plain session: mean abs diff {between.mean():.4f}, max {between.max():.4f}, "
           f"{int((between > 0).sum())} of {len(values)} questions differ")
+    encoding_cost(folder, onnx_path)
     return 0
+
+
+def encoding_cost(folder: Path, onnx_path: Path) -> None:
+    """Seconds to encode 48 SciFact abstracts with the int8-onnx passage encoder, option on and off."""
+    import statistics
+    import time
+
+    import onnxruntime as ort
+
+    from rag_pipeline.embedding.onnx_backend import OnnxPassageEncoder
+
+    corpus = Path(__file__).resolve().parents[2] / "shared" / "bench" / "scifact-train" / "corpus.jsonl"
+    if not corpus.is_file():
+        return
+    with corpus.open(encoding="utf-8") as fh:
+        texts = [json.loads(line)["text"][:1200] for line, _ in zip(fh, range(48))]
+    shipped, plain = OnnxPassageEncoder(folder, onnx_path, num_threads=1), OnnxPassageEncoder(folder, onnx_path, num_threads=1)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    plain.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    seconds: dict[str, list[float]] = {"plain session": [], "shipped": []}
+    for _ in range(3):
+        for name, encoder in (("plain session", plain), ("shipped", shipped)):
+            start = time.perf_counter()
+            encoder.encode(texts)
+            seconds[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(v) for name, v in seconds.items()}
+    print(f"\nint8-onnx passage encoder, 48 abstracts, median of 3: plain {medians['plain session']:.2f} s, "
+          f"shipped {medians['shipped']:.2f} s (x{medians['shipped'] / medians['plain session']:.2f})")
 
 
 if __name__ == "__main__":
