@@ -32,6 +32,16 @@ def cpu_has_vnni() -> bool:
     return "vnni" in flags
 
 
+def plain_session(onnx_path: Path):
+    """The int8 graph on one thread as the product ran it before: without `session.x64quantprecision`
+    (graph optimizations are onnxruntime's default, all, as in the product's sessions)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+
+
 def first_passages(lake: Path, golden: Path) -> list[tuple[str, str, str]]:
     """(id, query, first context passage) per question, as `ask` hands them to token recall."""
     from rag_pipeline.query import RagIndex
@@ -60,8 +70,6 @@ def main() -> int:
     parser.add_argument("--golden", action="append", required=True, help="GOLDEN_FILE=LAKE (repeatable)")
     args = parser.parse_args()
     apply_offline_environment()
-    import onnxruntime as ort
-
     from rag_pipeline.config import Settings
     from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_token_states
     from rag_pipeline.embedding.query_encoder import supported_layout
@@ -78,9 +86,7 @@ def main() -> int:
     layout = supported_layout(folder)
     shipped = TokenStates(folder, layout, onnx_path)
     plain = TokenStates(folder, layout, onnx_path)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    plain._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    plain._session = plain_session(onnx_path)
     states = {"fp32": TokenStates(folder, layout, None), "int8 (shipped)": shipped, "int8 (plain session)": plain}
 
     rows = []
@@ -110,8 +116,6 @@ def encoding_cost(folder: Path, onnx_path: Path) -> None:
     import statistics
     import time
 
-    import onnxruntime as ort
-
     from rag_pipeline.embedding.onnx_backend import OnnxPassageEncoder
 
     corpus = Path(__file__).resolve().parents[2] / "shared" / "bench" / "scifact-train" / "corpus.jsonl"
@@ -120,10 +124,7 @@ def encoding_cost(folder: Path, onnx_path: Path) -> None:
     with corpus.open(encoding="utf-8") as fh:
         texts = [json.loads(line)["text"][:1200] for line, _ in zip(fh, range(48))]
     shipped, plain = OnnxPassageEncoder(folder, onnx_path, num_threads=1), OnnxPassageEncoder(folder, onnx_path, num_threads=1)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    plain.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    plain.session = plain_session(onnx_path)
     seconds: dict[str, list[float]] = {"plain session": [], "shipped": []}
     for _ in range(3):
         for name, encoder in (("plain session", plain), ("shipped", shipped)):
