@@ -119,6 +119,7 @@ def summarize(details: list[dict]) -> dict:
     neg = [d for d in details if not d["answerable"]]
     answered = [d for d in pos if not d["refused"]]
     pages = [d["page_hit@5"] for d in pos if d["page_hit@5"] is not None]
+    right = [handled_right(d) for d in details]
     return {
         "questions": len(details),
         "answerable": len(pos),
@@ -129,8 +130,8 @@ def summarize(details: list[dict]) -> dict:
         "answer_contains": _rate([d["answer_contains"] for d in pos]),
         "false_refusal": _rate([d["refused"] for d in pos]),
         "false_answer": _rate([not d["refused"] for d in neg]),
-        "answered_correctly": _rate([handled_right(d) for d in details]),
-        "answered_correctly_95": wilson_interval(sum(handled_right(d) for d in details), len(details)),
+        "answered_correctly": _rate(right),
+        "answered_correctly_95": wilson_interval(sum(right), len(right)),
         "page_hit@5": _rate(pages),
     }
 
