@@ -23,8 +23,11 @@ import numpy as np
 from rag_pipeline.config import apply_offline_environment, compute_threads
 
 
-def int8_session_options(threads: int):
+def int8_session_options(threads: int, spin: bool = True):
     """onnxruntime session options for an int8 graph whose numbers do not depend on the CPU.
+
+    `spin=False`: idle pool threads sleep instead of spinning (one query's short runs, between
+    which a spinning thread would only take a shared core from the rest of the query).
 
     On x86 CPUs without VNNI (AVX2, AVX-512 before VNNI) onnxruntime computes u8 x s8 products
     with VPMADDUBSW, whose 16-bit pair sums saturate; a VNNI CPU's VPDPBUSD does not. The same
@@ -39,6 +42,8 @@ def int8_session_options(threads: int):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.x64quantprecision", "1")
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rag_pipeline.config import compute_threads
 from rag_pipeline.embedding.query_encoder import one_blas_thread
 
 WORD_TOKEN = re.compile(r"[0-9A-Za-z\u3400-\u4dbf\u4e00-\u9fff]")  # a token that holds a letter, digit or CJK character
@@ -35,6 +36,11 @@ def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: 
 
 
 PASSAGES_CACHED = 128  # passages' states kept in-process (~0.25 MB each): a chunk asked about again costs nothing
+# Threads of one token-state run (at most RAG_COMPUTE_THREADS): on 2 cores, two threads that sleep
+# when idle took a 284-token passage from 58 to 36 ms idle and 100 to 62 ms with both cores busy
+# (questions 8.0 -> 6.4 and 16 -> 10 ms), with identical states; two spinning ones were no faster
+# under load than one (bench/README.md, "Token states on two threads"). More cores: not measured.
+TOKEN_STATE_THREADS = 2
 SENTENCES_CACHED = 512  # answer sentences' states, read alone (~45 KB each, ~23 MB full): a dozen answers' candidates
 
 
@@ -69,7 +75,7 @@ class TokenStates:
 
             from rag_pipeline.embedding.onnx_backend import int8_session_options
 
-            options = int8_session_options(1)  # one short sequence: a second thread measured slower on 2 shared cores
+            options = int8_session_options(min(compute_threads(), TOKEN_STATE_THREADS), spin=False)
             self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
             self._numpy = None
         else:

@@ -88,6 +88,29 @@ def test_int8_sessions_compute_as_a_vnni_cpu_does_on_any_cpu(model):
     assert passage_encoder.session.get_session_options().get_session_config_entry(key) == "1"
 
 
+def test_token_states_on_two_sleeping_threads_are_the_states_of_one(model):
+    """The query-time session runs on two threads that sleep when idle (token_states.TOKEN_STATE_THREADS:
+    ~1.6x faster on a long passage); the gate's evidence must not depend on that: a long real
+    passage and a question give bit-identical states on one thread and on two."""
+    import onnxruntime as ort
+
+    from rag_pipeline.embedding.onnx_backend import int8_session_options
+
+    encoder, _ = model
+    shipped = encoder.token_states._session
+    assert shipped.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    onnx_path = str(token_states_export_path(Settings().model_cache_dir, encoder.identity))
+    one, two = (
+        ort.InferenceSession(onnx_path, int8_session_options(n, spin=False), providers=["CPUExecutionProvider"]) for n in (1, 2)
+    )
+    passage = (Path(__file__).parents[2] / "data" / "sample" / "handbook" / "employee_handbook_en.md").read_text(encoding="utf-8")
+    for text in (encoder.identity.passage_prompt + passage, encoder.identity.query_prompt + PAIRS[1][0]):
+        ids = np.asarray([encoder.token_states.tokenizer.encode(text).ids], dtype=np.int64)
+        assert ids.shape[1] > (200 if text.endswith(passage) else 8)  # truncated at the model's length
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        assert np.array_equal(one.run(None, feeds)[0], two.run(None, feeds)[0])
+
+
 def test_ask_records_token_recall_and_the_gate_weighs_it(sample_index):
     answer = sample_index.ask("How many days of paid annual leave does a full-time employee get?")
     recall = answer.evidence["token_recall"]
