@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ask_latency.py --lake /path/to/lake [--golden data/golden/sample_golden.jsonl]
         [--search] [--term-counting vocabulary|batched|per-term] [--no-token-recall | --cold-passages]
+        [--token-state-threads N]
 
 `--search` also times `search` (hybrid, k=10) on each question, just before its `ask`.
 `--term-counting` picks how permitted document frequencies are counted (api.TERM_COUNTING;
@@ -53,7 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--term-counting", default=None, help="api.TERM_COUNTING (default: the index's)")
     p.add_argument("--no-token-recall", action="store_true", help="without the gate's token recall (its cost; the gate reads its fitted mean)")
     p.add_argument("--cold-passages", action="store_true", help="forget the passages' token states before each call (as if no chunk repeated)")
+    p.add_argument("--token-state-threads", type=int, default=None,
+                   help="threads of one token-state run (token_states.TOKEN_STATE_THREADS; 1 = before session 45)")
     args = p.parse_args(argv)
+    if args.token_state_threads:
+        from rag_pipeline.embedding import token_states
+
+        token_states.TOKEN_STATE_THREADS = args.token_state_threads
 
     questions = [q["question"] for q in load_golden(Path(args.golden))][: args.limit]
     if len(questions) < 5:
@@ -82,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     timings["all"] = timings["answered"] + timings["refused"]
     cpu["all"] = cpu["answered"] + cpu["refused"]
     timings["search"], cpu["search"] = timings.pop("search", []), cpu.pop("search", [])
-    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}, token recall {'off' if not index.token_recall else 'on, cold passages' if args.cold_passages else 'on'}")
+    print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}, token recall {'off' if not index.token_recall else 'on, cold passages' if args.cold_passages else 'on'}"
+          f"{f', token states on {args.token_state_threads} thread(s)' if args.token_state_threads else ''}")
     print("| calls | n | p50 ms | p95 ms | mean ms | max ms | CPU p50 ms |")
     print("|---|---|---|---|---|---|---|")
     for name, values in timings.items():

@@ -36,10 +36,10 @@ def word_token_states(hidden: np.ndarray, offsets: list[tuple[int, int]], text: 
 
 
 PASSAGES_CACHED = 128  # passages' states kept in-process (~0.25 MB each): a chunk asked about again costs nothing
-# Threads of one token-state run (at most RAG_COMPUTE_THREADS): on 2 cores, two threads that sleep
-# when idle took a 284-token passage from 58 to 36 ms idle and 100 to 62 ms with both cores busy
-# (questions 8.0 -> 6.4 and 16 -> 10 ms), with identical states; two spinning ones were no faster
-# under load than one (bench/README.md, "Token states on two threads"). More cores: not measured.
+# Threads of one token-state run (at most RAG_COMPUTE_THREADS). On 2 cores two threads that sleep
+# when idle took the sample's 40 longest passages from 56 to 37 ms (median) idle and from 91 to 72 ms
+# with both cores busy, questions 8.7 -> 7.9 and 15.4 -> 12.1 ms, with identical states; two spinning
+# threads lost under load (122 ms). bench/token_state_threads.py; more cores: not measured.
 TOKEN_STATE_THREADS = 2
 SENTENCES_CACHED = 512  # answer sentences' states, read alone (~45 KB each, ~23 MB full): a dozen answers' candidates
 
