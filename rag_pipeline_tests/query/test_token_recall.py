@@ -90,7 +90,7 @@ def test_int8_sessions_compute_as_a_vnni_cpu_does_on_any_cpu(model):
 
 def test_token_states_on_two_sleeping_threads_are_the_states_of_one(model):
     """The query-time session runs on two threads that sleep when idle (token_states.TOKEN_STATE_THREADS:
-    ~1.6x faster on a long passage); the gate's evidence must not depend on that: a long real
+    ~1.5x faster on a long passage); the gate's evidence must not depend on that: a long real
     passage and a question give bit-identical states on one thread and on two."""
     import onnxruntime as ort
 
