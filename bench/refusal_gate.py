@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rag_pipeline.eval.calibrate import fit  # noqa: E402
-from rag_pipeline.eval.golden import evaluate_question, load_golden  # noqa: E402
+from rag_pipeline.eval.golden import evaluate_question, handled_right, load_golden  # noqa: E402
 from rag_pipeline.query.answer import RefusalPolicy, refusal_reason  # noqa: E402
 
 from answerability import ALWAYS_ANSWER, OUT  # noqa: E402
@@ -138,8 +138,11 @@ def rates(rows: list[dict], gate, contains_key: str | None) -> dict:
     }
     if contains_key:
         out["answer_contains"] = sum(r[contains_key] and not refused[id(r)] for r in pos) / len(pos) if pos else None
-        # the review's "answered correctly": an answer that holds the fact, or a refusal where none fits
-        right = sum(bool(r[contains_key]) and not refused[id(r)] for r in pos) + sum(refused[id(r)] for r in neg)
+        # the review's "answered correctly", as `rag eval` counts it
+        right = sum(
+            handled_right({"answerable": r["answerable"], "answer_contains": r[contains_key], "refused": refused[id(r)]})
+            for r in rows
+        )
         out["right"] = right / len(rows) if rows else None
     return out
 
