@@ -5,7 +5,7 @@
 
 For each golden question, the passage `ask` reads token recall from (the first context passage)
 is scored three ways: the fp32 numpy states (the reference), the int8 ONNX session as shipped
-(`onnx_backend.int8_session_options`: u8 x u8 products where the CPU lacks VNNI) and a plain int8
+(`onnx_backend.session_options`: u8 x u8 products where the CPU lacks VNNI) and a plain int8
 session (u8 x s8, which saturates without VNNI). On a VNNI CPU the two int8 columns are equal; on
 one without, the plain session is what the product computed before. Prints the CPU's VNNI flag
 and each int8 column's distance to fp32; then what the option costs the `int8-onnx` passage
@@ -71,16 +71,17 @@ def main() -> int:
     args = parser.parse_args()
     apply_offline_environment()
     from rag_pipeline.config import Settings
-    from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_token_states
+    from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_query_graphs
     from rag_pipeline.embedding.query_encoder import supported_layout
     from rag_pipeline.embedding.token_states import TokenStates
     from rag_pipeline.query.token_recall import token_recall
 
     settings = Settings()
-    onnx_path = export_token_states(settings)
-    if onnx_path is None:
+    exported = export_query_graphs(settings)
+    if exported is None:
         print("the configured model has no int8 token-state export: nothing to compare")
         return 1
+    onnx_path = exported[0]
     folder = Path(_resolve_or_fail(settings.embedding_model, str(settings.model_cache_dir))[0])
     identity = encoder_for(settings).identity
     layout = supported_layout(folder)

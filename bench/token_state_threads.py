@@ -26,7 +26,7 @@ SETUPS = ((1, True), (2, True), (2, False))  # (threads, spinning)
 def main() -> int:
     import onnxruntime as ort
 
-    from rag_pipeline.embedding.onnx_backend import int8_session_options
+    from rag_pipeline.embedding.onnx_backend import session_options
     from rag_pipeline.eval.golden import DEFAULT_GOLDEN, load_golden
     from rag_pipeline.query import RagIndex
 
@@ -51,7 +51,7 @@ def main() -> int:
         feeds = [np.asarray([states.tokenizer.encode(t).ids], dtype=np.int64) for t in texts]
         medians, outputs = [], []
         for threads, spin in SETUPS:
-            session = ort.InferenceSession(path, int8_session_options(threads, spin=spin), providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(path, session_options(threads, spin=spin), providers=["CPUExecutionProvider"])
             times, outs = [], []
             for ids in feeds:
                 started = time.perf_counter()

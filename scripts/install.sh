@@ -70,6 +70,6 @@ fi
 
 echo "==> building the embedding model (offline, once)"
 .venv/bin/python -m rag_pipeline.embedding.e5_build "${RAG_MODEL_CACHE:-data/models}/multilingual-e5-small" >/dev/null
-echo "==> exporting its int8 ONNX graph for query-time token recall (offline, once, ~1 min)"
-.venv/bin/python -c "from rag_pipeline.embedding.encoder import export_token_states; export_token_states()"
+echo "==> exporting its query-time ONNX graphs: int8 token states, fp32 layers (offline, once, ~1.5 min)"
+.venv/bin/python -c "from rag_pipeline.embedding.encoder import export_query_graphs; export_query_graphs()"
 echo "==> install complete"

@@ -249,7 +249,7 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
         identity = _identity_of_built(built) if built is not None else _identity_of_folder(spec, Path(path))
         identity = replace(identity, precision=precision)
         return Encoder(None, identity, batch_size, load_model=lambda: _sentence_transformer(spec, path, precision, device),
-                       load_query_encoder=lambda: _query_encoder(spec, path, identity.dimension),
+                       load_query_encoder=lambda: _query_encoder(spec, path, identity.dimension, query_layers_export_path(cache_dir, identity)),
                        load_token_counter=lambda: _token_counter(spec, path),
                        load_token_states=lambda tokenizer: _token_states(path, layout, Path(cache_dir), identity, tokenizer))
     model = _sentence_transformer(spec, path, precision, device)
@@ -265,6 +265,11 @@ def token_states_export_path(cache_dir: Path, identity: ModelIdentity) -> Path:
     return Path(cache_dir) / "onnx" / f"{replace(identity, precision='int8-onnx').key}.onnx"
 
 
+def query_layers_export_path(cache_dir: Path, identity: ModelIdentity) -> Path:
+    """Where the fp32 ONNX export of `identity`'s encoder layers lives (the query vector's)."""
+    return Path(cache_dir) / "onnx" / f"{identity.key}-layers.onnx"
+
+
 def _token_states(path: str, max_length: int, cache_dir: Path, identity: ModelIdentity, tokenizer=None):
     from rag_pipeline.embedding.token_states import TokenStates
 
@@ -272,19 +277,24 @@ def _token_states(path: str, max_length: int, cache_dir: Path, identity: ModelId
     return TokenStates(Path(path), max_length, onnx_path if onnx_path.is_file() else None, tokenizer=tokenizer)
 
 
-def export_token_states(settings=None) -> Path | None:
-    """Export the configured model to int8 ONNX for query-time token states (a minute, once per
-    model; scripts/install.sh runs it). None when the model is not a folder of the BERT + mean
-    pooling layout: its token recall is then not computed."""
+def export_query_graphs(settings=None) -> tuple[Path, Path] | None:
+    """Export the configured model's two query-time ONNX graphs (a minute or two, once per model;
+    scripts/install.sh runs it): int8 for the token states, the fp32 encoder layers for the
+    question's vector. None when the model is not a folder of the BERT + mean pooling layout: its
+    token recall is then not computed and its queries go through sentence-transformers. Without
+    them a query still works, slower: numpy token states and numpy layers."""
     from rag_pipeline.config import Settings
-    from rag_pipeline.embedding.onnx_backend import export_onnx_int8
+    from rag_pipeline.embedding.onnx_backend import export_onnx_fp32_layers, export_onnx_int8
 
     settings = settings or Settings()
     encoder = encoder_for(settings)
     path, _ = _resolve_or_fail(settings.embedding_model, str(settings.model_cache_dir))
     if not supported_layout(Path(path)):
         return None
-    return export_onnx_int8(Path(path), token_states_export_path(settings.model_cache_dir, encoder.identity))
+    return (
+        export_onnx_int8(Path(path), token_states_export_path(settings.model_cache_dir, encoder.identity)),
+        export_onnx_fp32_layers(Path(path), query_layers_export_path(settings.model_cache_dir, encoder.identity)),
+    )
 
 
 def _load_error(spec: str, exc: BaseException) -> ModelLoadError:
@@ -302,9 +312,9 @@ def _resolve_or_fail(spec: str, cache_dir: str) -> tuple[str, dict | None]:
         raise _load_error(spec, exc) from exc
 
 
-def _query_encoder(spec: str, path: str, dimension: int):
+def _query_encoder(spec: str, path: str, dimension: int, layers: Path):
     try:
-        query_encoder = load_query_encoder(path)
+        query_encoder = load_query_encoder(path, layers)
     except Exception as exc:  # a damaged tokenizer.json or weights file: the same error as the model's
         raise _load_error(spec, exc) from exc
     if query_encoder is None or query_encoder.dimension != dimension:

@@ -1,7 +1,7 @@
 """Last-layer token states of the embedding model, for token recall (query/token_recall.py).
 
 From the int8 ONNX export of the model (`onnx_backend.export_onnx_int8`, the file the int8-onnx
-passage backend uses; made once by scripts/install.sh or `export_token_states`), one thread: ~70 ms
+passage backend uses; made once by scripts/install.sh or `encoder.export_query_graphs`), one thread: ~70 ms
 for a 170-token passage on a busy 2-core machine (bench/README.md, "Token recall in the gate");
 without it, from the numpy query encoder (fp32, several times slower).
 """
@@ -73,9 +73,9 @@ class TokenStates:
         if onnx_path is not None:
             import onnxruntime as ort
 
-            from rag_pipeline.embedding.onnx_backend import int8_session_options
+            from rag_pipeline.embedding.onnx_backend import session_options
 
-            options = int8_session_options(min(compute_threads(), TOKEN_STATE_THREADS), spin=False)
+            options = session_options(min(compute_threads(), TOKEN_STATE_THREADS), spin=False)
             self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
             self._numpy = None
         else:

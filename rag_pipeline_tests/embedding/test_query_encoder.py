@@ -14,7 +14,7 @@ import pytest
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import load_encoder
-from rag_pipeline.embedding.query_encoder import supported_layout
+from rag_pipeline.embedding.query_encoder import NumpyQueryEncoder, supported_layout
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "sentence_transformers", "transformers", "sklearn")
@@ -39,15 +39,20 @@ def _questions() -> list[str]:
 
 
 def test_query_vectors_match_sentence_transformers_on_real_questions():
+    """Both ways the layers run: onnxruntime (the fp32 graph scripts/install.sh exports) and numpy
+    (a folder without that export)."""
     encoder = _encoder()
     assert encoder.query_encoder is not None  # the built-in fp32 model takes the numpy path
-    worst = 0.0
+    assert encoder.query_encoder._layers is not None  # ... its layers in onnxruntime
+    numpy_layers = NumpyQueryEncoder(encoder.query_encoder.folder, 512)
+    assert numpy_layers._layers is None
+    worst = {"onnx": 0.0, "numpy": 0.0}
     for question in _questions():
-        fast = encoder.encode_query(question)
         reference = encoder._encode([encoder.identity.query_prompt + question], False)[0]  # SentenceTransformer.encode
-        assert fast.dtype == np.float32 and fast.shape == reference.shape == (encoder.identity.dimension,)
-        worst = max(worst, float(np.abs(fast - reference).max()))
-    assert worst <= 1e-6, worst
+        for name, fast in (("onnx", encoder.encode_query(question)), ("numpy", numpy_layers.encode(encoder.identity.query_prompt + question))):
+            assert fast.dtype == np.float32 and fast.shape == reference.shape == (encoder.identity.dimension,)
+            worst[name] = max(worst[name], float(np.abs(fast - reference).max()))
+    assert max(worst.values()) <= 1e-6, worst
 
 
 def test_a_cold_query_imports_neither_torch_nor_sentence_transformers():

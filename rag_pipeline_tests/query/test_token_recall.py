@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_token_states, token_states_export_path
+from rag_pipeline.embedding.encoder import _resolve_or_fail, encoder_for, export_query_graphs, token_states_export_path
 from rag_pipeline.embedding.query_encoder import supported_layout
 from rag_pipeline.embedding.token_states import TokenStates
 from rag_pipeline.query.answer import GATE_FEATURES, RefusalPolicy
@@ -31,7 +31,7 @@ def test_recall_is_read_one_sentence_at_a_time():
 @pytest.fixture(scope="module")
 def model():
     settings = Settings()
-    export_token_states(settings)  # what scripts/install.sh runs; nothing when the export exists
+    export_query_graphs(settings)  # what scripts/install.sh runs; nothing when the export exists
     encoder = encoder_for(settings)
     path = Path(_resolve_or_fail(settings.embedding_model, str(settings.model_cache_dir))[0])
     return encoder, TokenStates(path, supported_layout(path), None)
@@ -94,14 +94,14 @@ def test_token_states_on_two_sleeping_threads_are_the_states_of_one(model):
     passage and a question give bit-identical states on one thread and on two."""
     import onnxruntime as ort
 
-    from rag_pipeline.embedding.onnx_backend import int8_session_options
+    from rag_pipeline.embedding.onnx_backend import session_options
 
     encoder, _ = model
     shipped = encoder.token_states._session
     assert shipped.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     onnx_path = str(token_states_export_path(Settings().model_cache_dir, encoder.identity))
     one, two = (
-        ort.InferenceSession(onnx_path, int8_session_options(n, spin=False), providers=["CPUExecutionProvider"]) for n in (1, 2)
+        ort.InferenceSession(onnx_path, session_options(n, spin=False), providers=["CPUExecutionProvider"]) for n in (1, 2)
     )
     passage = (Path(__file__).parents[2] / "data" / "sample" / "handbook" / "employee_handbook_en.md").read_text(encoding="utf-8")
     for text in (encoder.identity.passage_prompt + passage, encoder.identity.query_prompt + PAIRS[1][0]):
