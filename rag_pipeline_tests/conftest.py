@@ -36,7 +36,7 @@ def shared_corpus_run(shared_corpus, tmp_path_factory) -> dict:
     outcome from its parse cache (the pipeline's parse, not a second one); keep its users in that
     one file, or `--dist loadfile` may build it on both workers (~5 min of both cores).
 
-    The embedding model runs at int8-onnx precision (2.6x fp32's speed; what these tests check
+    The embedding model runs at int8-onnx precision (2.6x fp32's speed on VNNI CPUs, ~1.6x on AVX2 alone; what these tests check
     does not depend on the vectors, and fp32 builds run in every other indexing test), so the
     int8 path gets a whole run too."""
     from rag_pipeline_tests.indexing import run_index
