@@ -21,11 +21,14 @@ sentence-transformers, batched and padded as before.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import struct
 from pathlib import Path
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 _MODULES = (  # as sentence-transformers < 6 names them, then as 6 does
     (
@@ -228,13 +231,20 @@ class NumpyQueryEncoder:
 
 
 def _layers_session(path: Path):
+    """An onnxruntime session of the exported layers, or None (with a warning) when the file does
+    not load: numpy's layers give the same vector, slower, so a damaged export never stops a query."""
     import onnxruntime as ort
 
     from rag_pipeline.config import compute_threads
     from rag_pipeline.embedding.onnx_backend import session_options
 
     options = session_options(min(compute_threads(), LAYER_THREADS), spin=False)
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own types for a truncated or foreign file
+        log.warning("the question's vector runs on numpy's layers (same vector, slower): %s does not load (%s); "
+                    "delete it and run encoder.export_query_graphs() to export it again", path, str(exc).splitlines()[0])
+        return None
 
 
 class TokenCounter:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rag_pipeline.config import Settings
-from rag_pipeline.embedding.encoder import load_encoder
+from rag_pipeline.embedding.encoder import load_encoder, query_layers_export_path
 from rag_pipeline.embedding.query_encoder import NumpyQueryEncoder, supported_layout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,6 +53,20 @@ def test_query_vectors_match_sentence_transformers_on_real_questions():
             assert fast.dtype == np.float32 and fast.shape == reference.shape == (encoder.identity.dimension,)
             worst[name] = max(worst[name], float(np.abs(fast - reference).max()))
     assert max(worst.values()) <= 1e-6, worst
+
+
+def test_a_damaged_layers_export_falls_back_to_numpy_with_a_warning(tmp_path, caplog):
+    """A truncated graph file (a disk filled mid-copy) costs speed, not the query."""
+    encoder = _encoder()
+    folder = encoder.query_encoder.folder
+    damaged = tmp_path / "layers.onnx"
+    damaged.write_bytes(query_layers_export_path(Settings().model_cache_dir, encoder.identity).read_bytes()[:4096])
+    with caplog.at_level("WARNING", logger="rag_pipeline.embedding.query_encoder"):
+        fallback = NumpyQueryEncoder(folder, 512, damaged)
+    assert fallback._layers is None
+    assert str(damaged) in caplog.text and "export_query_graphs" in caplog.text
+    question = encoder.identity.query_prompt + "员工每年享有多少天带薪年假？"
+    assert float(np.abs(fallback.encode(question) - encoder.query_encoder.encode(question)).max()) <= 1e-6
 
 
 def test_a_cold_query_imports_neither_torch_nor_sentence_transformers():
