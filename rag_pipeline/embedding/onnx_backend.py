@@ -113,8 +113,8 @@ def export_onnx_fp32_layers(model_dir: Path, out_path: Path) -> Path:
     """Export the encoder layers of `model_dir` (fp32, no word-embedding table) to `out_path`.
 
     For the query vector (query_encoder.NumpyQueryEncoder): the same fp32 computation as its numpy
-    layers, in onnxruntime's kernels, ~2.5x faster for a question (35 -> 13 ms on an AVX2 core,
-    bench/README.md, "The question's vector through ONNX Runtime"). Its input is the tokens' word
+    layers, in onnxruntime's kernels, ~2.7x faster for a question (28.6 -> 10.6 ms p50 on an AVX2
+    machine, two threads: bench/README.md, "The question's vector through ONNX Runtime"). Its input is the tokens' word
     embeddings (`inputs_embeds`), which the caller reads off the memory-mapped weights file: the
     250k-row table (384 MB of the model's 470) stays out of every query process's memory. Fused as
     the int8 graph is (Attention, SkipLayerNormalization, BiasGelu); not quantized. Does nothing if

@@ -8,7 +8,7 @@ the BERT encoder from ``model.safetensors`` (memory-mapped, so only the token ro
 250k-row embedding table are read), mean pooling over every token and L2 normalization — the
 Transformer -> Pooling(mean) -> Normalize pipeline sentence-transformers runs for this folder.
 The 12 layers run in onnxruntime when their fp32 graph was exported (scripts/install.sh does it:
-`onnx_backend.export_onnx_fp32_layers`), ~2.5x faster than numpy's; numpy's otherwise.
+`onnx_backend.export_onnx_fp32_layers`), ~2.7x faster than numpy's; numpy's otherwise.
 
 It is not bit-identical to ``SentenceTransformer.encode`` (numpy's and torch's matrix products sum
 in different orders) but within float32 rounding: max abs difference 1.3e-7 on 394 real questions
@@ -137,7 +137,8 @@ def one_blas_thread():
 
 
 # Threads of the layers graph's run for one question, at most RAG_COMPUTE_THREADS, sleeping when
-# idle (as the token states': token_states.TOKEN_STATE_THREADS): 13.5 -> 11.7 ms a question idle.
+# idle (as the token states': token_states.TOKEN_STATE_THREADS): 13.9 -> 10.6 ms a question idle,
+# 25.6 -> 20.1 ms with both cores busy (p50, bench/query_vector.py; numpy's layers: 28.6 and 55.2).
 LAYER_THREADS = 2
 
 
@@ -145,7 +146,7 @@ class NumpyQueryEncoder:
     """``encode(text)``: the normalized mean-pooled BERT vector of one text (prompt included).
 
     With `layers` (an ONNX file of the encoder layers, `onnx_backend.export_onnx_fp32_layers`) the
-    layers run in onnxruntime, ~2.5x faster than the numpy ones below (bench/README.md, "The
+    layers run in onnxruntime, ~2.7x faster than the numpy ones below (bench/README.md, "The
     question's vector through ONNX Runtime"), within float32 rounding of them; tokenization, the
     word-embedding rows (memory-mapped), pooling and normalization stay here either way."""
 
