@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/ask_latency.py --lake /path/to/lake [--golden data/golden/sample_golden.jsonl]
         [--search] [--term-counting vocabulary|batched|per-term] [--no-token-recall | --cold-passages]
-        [--token-state-threads N] [--numpy-layers]
+        [--token-state-threads N] [--numpy-layers] [--no-token-set-cache]
 
 `--search` also times `search` (hybrid, k=10) on each question, just before its `ask`.
 `--numpy-layers`: the question's vector through the numpy layers (before session 46), not the
 exported fp32 ONNX graph (query_encoder.NumpyQueryEncoder).
+`--no-token-set-cache`: every sentence and chunk tokenized each time it is read (answer.token_set
+uncached, before session 46).
 `--term-counting` picks how permitted document frequencies are counted (api.TERM_COUNTING;
 the counts, hence the results, are the same): per-term is the full-text count before issue 18.
 
@@ -58,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cold-passages", action="store_true", help="forget the passages' token states before each call (as if no chunk repeated)")
     p.add_argument("--token-state-threads", type=int, default=None,
                    help="threads of one token-state run (token_states.TOKEN_STATE_THREADS; 1 = before session 45)")
+    p.add_argument("--no-token-set-cache", action="store_true", help="tokenize every candidate sentence each time it is read")
     p.add_argument("--numpy-layers", action="store_true", help="the question's vector through numpy's layers, not onnxruntime's")
     args = p.parse_args(argv)
     if args.token_state_threads:
@@ -72,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.term_counting:
         index.term_counting = args.term_counting
     index.token_recall = not args.no_token_recall
+    if args.no_token_set_cache:
+        from rag_pipeline.query import answer
+
+        answer.token_set = answer.token_set.__wrapped__
     if args.numpy_layers and index.encoder.query_encoder is not None:
         index.encoder.query_encoder._layers = None
     index.ask("warm-up: how does this index answer?")
@@ -96,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     timings["search"], cpu["search"] = timings.pop("search", []), cpu.pop("search", [])
     print(f"warm ask latency, {len(questions)} questions x {args.repeat} on {args.lake}, term counting {index.term_counting}, token recall {'off' if not index.token_recall else 'on, cold passages' if args.cold_passages else 'on'}"
           f"{f', token states on {args.token_state_threads} thread(s)' if args.token_state_threads else ''}"
+          f"{', token sets uncached' if args.no_token_set_cache else ''}"
           f", question vector layers in {'numpy' if getattr(index.encoder.query_encoder, '_layers', None) is None else 'onnxruntime'}")
     print("| calls | n | p50 ms | p95 ms | mean ms | max ms | CPU p50 ms |")
     print("|---|---|---|---|---|---|---|")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 from rag_pipeline.query.answer_type import (
     asked_measures,
@@ -191,6 +192,7 @@ _RULE_LINE = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?$")
 MAX_CHUNKS_PER_DOCUMENT = 2  # post-rank rule of the reference design: the context is not one document's echo
 NEAR_DUPLICATE_JACCARD = 0.8  # chunks whose search terms overlap this much say the same thing: keep the better-ranked
 CONTEXT_CHUNKS = 3  # chunks the extractive answer quotes from
+TOKEN_SETS_CACHED = 4096  # chunks' and sentences' token sets kept in-process (token_set: ~1.4 KB a sentence, ~5.5 KB a chunk)
 # A question word found in a sentence only through its dictionary rendering counts this share of
 # its weight (renderings match loosely: 长 for "long", 常 for "often"); a concept counts once,
 # whichever language holds it. Fitted on the sample golden set's fit half; bench/README.md,
@@ -291,7 +293,7 @@ def context_hits(hits: list[dict], limit: int = CONTEXT_CHUNKS, per_document: in
     for hit in hits:
         if per_doc.get(hit["doc_id"], 0) >= per_document:
             continue
-        terms = set(search_tokens(hit["text"]))
+        terms = token_set(hit["text"])
         if any(_jaccard(terms, other) >= NEAR_DUPLICATE_JACCARD for other in kept_terms):
             continue
         kept.append(hit)
@@ -300,6 +302,14 @@ def context_hits(hits: list[dict], limit: int = CONTEXT_CHUNKS, per_document: in
         if len(kept) == limit:
             break
     return kept
+
+
+@lru_cache(maxsize=TOKEN_SETS_CACHED)
+def token_set(text: str) -> frozenset[str]:
+    """The search tokens of a context chunk or a quotable sentence, kept: one `ask` reads the same
+    candidate sentences up to three times (the two sentence coverages and the quote choice), and
+    later questions the same chunks again; jieba's cut was ~a fifth of a warm `ask`'s time."""
+    return frozenset(search_tokens(text))
 
 
 def _translated_only(hit: dict) -> bool:
@@ -336,7 +346,7 @@ def _sentence_coverages(groups, candidates, term_weights: dict[str, float], rend
     total = sum(heaviest)
     found: list[list[float]] = []  # per candidate, per group: the weight of the heaviest spelling it holds
     for _, _, unit in candidates:
-        tokens = set(search_tokens(unit))
+        tokens = token_set(unit)
         held = [members & tokens for members in groups]
         row = [max((term_weights.get(t, 0.0) for t in h), default=0.0) if code_found(members, h) else 0.0 for members, h in zip(groups, held)]
         if renderings and rendered_share > 0.0:
