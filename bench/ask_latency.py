@@ -6,7 +6,7 @@
 
 `--search` also times `search` (hybrid, k=10) on each question, just before its `ask`.
 `--numpy-layers`: the question's vector through the numpy layers (before session 46), not the
-exported fp32 ONNX graph (query_encoder.NumpyQueryEncoder).
+exported fp32 ONNX graph (query_encoder.QueryEncoder).
 `--no-token-set-cache`: every sentence and chunk tokenized each time it is read (answer.token_set
 uncached, before session 46).
 `--term-counting` picks how permitted document frequencies are counted (api.TERM_COUNTING;

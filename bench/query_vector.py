@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/query_vector.py [--golden data/golden/sample_golden.jsonl] [--busy]
 
-Per setup, the median and p95 ms of `NumpyQueryEncoder.encode` over the golden questions (prompt
+Per setup, the median and p95 ms of `QueryEncoder.encode` over the golden questions (prompt
 included; tokenization, the memory-mapped word-embedding rows, pooling and normalization in every
 row) and the largest difference of any vector component from the numpy layers'. Setups run
 interleaved, three rounds, after a warm-up. `--busy`: two busy-looping processes keep both cores
@@ -46,10 +46,10 @@ def main() -> int:
     if encoder.query_encoder is None or not layers.is_file():
         raise SystemExit("the configured model has no exported layers graph (scripts/install.sh makes it)")
     folder = encoder.query_encoder.folder
-    setups = {"numpy layers": query_encoder.NumpyQueryEncoder(folder, 512)}
+    setups = {"numpy layers": query_encoder.QueryEncoder(folder, 512)}
     for threads in (1, 2):
         query_encoder.LAYER_THREADS = threads
-        setups[f"onnx layers, {threads} thread(s)"] = query_encoder.NumpyQueryEncoder(folder, 512, layers)
+        setups[f"onnx layers, {threads} thread(s)"] = query_encoder.QueryEncoder(folder, 512, layers)
     texts = [encoder.identity.query_prompt + q["question"] for q in load_golden(Path(args.golden))]
     reference = [setups["numpy layers"].encode(t) for t in texts]
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(2 if args.busy else 0)]

@@ -113,7 +113,7 @@ class Encoder:
     def token_states(self):
         """The token_states.TokenStates of this model (query-time token recall), or None when the
         folder's layout is not one it runs (a hub id, another architecture). It reads with the
-        numpy query encoder's tokenizer when there is one (one 250k-word vocabulary in memory)."""
+        query encoder's tokenizer when there is one (one 250k-word vocabulary in memory)."""
         if self._token_states is None and self._load_token_states is not None:
             tokenizer = self.query_encoder.tokenizer if self._load_query_encoder is not None else None
             with self._model_lock:
@@ -123,7 +123,7 @@ class Encoder:
 
     @property
     def query_encoder(self):
-        """The query_encoder.NumpyQueryEncoder, or None: the model encodes queries."""
+        """The query_encoder.QueryEncoder, or None: the model encodes queries."""
         if self._query_encoder is None and self._load_query_encoder is not None:
             with self._model_lock:
                 if self._query_encoder is None:
@@ -240,7 +240,7 @@ def load_encoder(spec: str, cache_dir: str, batch_size: int = 32, precision: str
 
     At fp32, the built-in model and any local folder of the same layout (BERT, mean pooling,
     normalize: `query_encoder.supported_layout`) load nothing here: the identity is read off the
-    files, the numpy query encoder loads on the first query (no torch), the sentence-transformers
+    files, the query encoder loads on the first query (no torch), the sentence-transformers
     model on the first passages or token counts. So a query, or a run that embeds and chunks
     nothing, never imports torch. Anything else loads now."""
     path, built = _resolve_or_fail(spec, cache_dir)

@@ -62,12 +62,43 @@ def export_onnx_int8(model_dir: Path, out_path: Path) -> Path:
     Intermediate files go to a temporary folder beside `out_path`, and the result is moved into
     place last, so an interrupted export leaves no partial file.
     """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    def quantized(fused: Path) -> Path:
+        quant = fused.with_name("int8.onnx")
+        quantize_dynamic(
+            str(fused), str(quant), per_channel=True, weight_type=QuantType.QInt8,
+            # fused ops are in the com.microsoft domain, where shape inference gives no types
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+        return quant
+
+    return _export_fused(model_dir, out_path, "input_ids", quantized)
+
+
+def export_onnx_fp32_layers(model_dir: Path, out_path: Path) -> Path:
+    """Export the encoder layers of `model_dir` (fp32, no word-embedding table) to `out_path`.
+
+    For the query vector (query_encoder.QueryEncoder): the same fp32 computation as its numpy
+    layers, in onnxruntime's kernels, ~2.7x faster for a question (28.6 -> 10.6 ms p50 on an AVX2
+    machine, two threads: bench/README.md, "The question's vector through ONNX Runtime"). Its input
+    is the tokens' word embeddings (`inputs_embeds`), which the caller reads off the memory-mapped
+    weights file: the 250k-row table (384 MB of the model's 470) stays out of every query process's
+    memory. Exported and fused as the int8 graph is; not quantized. Does nothing if `out_path` exists.
+    """
+    return _export_fused(model_dir, out_path, "inputs_embeds", lambda fused: fused)
+
+
+def _export_fused(model_dir: Path, out_path: Path, first_input: str, finish) -> Path:
+    """The model's BERT as an ONNX graph of (`first_input`, attention_mask) -> last_hidden_state,
+    fused by onnxruntime's transformer optimizer (Attention, SkipLayerNormalization, BiasGelu, and
+    EmbedLayerNormalization when it starts from input_ids), then `finish(fused path) -> path`, moved
+    to `out_path` last (an interrupted export leaves no partial file). Nothing if `out_path` exists."""
     model_dir, out_path = Path(model_dir), Path(out_path)
     if out_path.exists():
         return out_path
-    import onnx
     import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers import optimizer
     from sentence_transformers import SentenceTransformer
 
@@ -81,81 +112,29 @@ def export_onnx_int8(model_dir: Path, out_path: Path) -> Path:
             super().__init__()
             self.m = m
 
-        def forward(self, input_ids, attention_mask):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        def forward(self, first, attention_mask):
+            return self.m(**{first_input: first, "attention_mask": attention_mask}).last_hidden_state
 
     sample = model.tokenizer(["passage: hello world", "passage: a slightly longer sample"], padding=True, return_tensors="pt")
-    axes = {0: "batch", 1: "sequence"}
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out_path.parent) as tmp:
-        raw, fused, quant = Path(tmp) / "fp32.onnx", Path(tmp) / "fused.onnx", Path(tmp) / "int8.onnx"
-        with torch.no_grad():
-            torch.onnx.export(
-                _LastHidden(hf), (sample["input_ids"], sample["attention_mask"]), str(raw),
-                input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
-                dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
-                opset_version=17, do_constant_folding=True, dynamo=False,
-            )
-        optimizer.optimize_model(
-            str(raw), model_type="bert", num_heads=hf.config.num_attention_heads,
-            hidden_size=hf.config.hidden_size, opt_level=1,
-        ).save_model_to_file(str(fused))
-        quantize_dynamic(
-            str(fused), str(quant), per_channel=True, weight_type=QuantType.QInt8,
-            # fused ops are in the com.microsoft domain, where shape inference gives no types
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-        os.replace(quant, out_path)
-    return out_path
-
-
-def export_onnx_fp32_layers(model_dir: Path, out_path: Path) -> Path:
-    """Export the encoder layers of `model_dir` (fp32, no word-embedding table) to `out_path`.
-
-    For the query vector (query_encoder.NumpyQueryEncoder): the same fp32 computation as its numpy
-    layers, in onnxruntime's kernels, ~2.7x faster for a question (28.6 -> 10.6 ms p50 on an AVX2
-    machine, two threads: bench/README.md, "The question's vector through ONNX Runtime"). Its input is the tokens' word
-    embeddings (`inputs_embeds`), which the caller reads off the memory-mapped weights file: the
-    250k-row table (384 MB of the model's 470) stays out of every query process's memory. Fused as
-    the int8 graph is (Attention, SkipLayerNormalization, BiasGelu); not quantized. Does nothing if
-    `out_path` exists; written to a temporary file and moved into place last.
-    """
-    model_dir, out_path = Path(model_dir), Path(out_path)
-    if out_path.exists():
-        return out_path
-    import torch
-    from onnxruntime.transformers import optimizer
-    from sentence_transformers import SentenceTransformer
-
-    apply_offline_environment()
-    hf = SentenceTransformer(str(model_dir), device="cpu")[0].auto_model.eval()
-    hf.set_attn_implementation("eager")
-
-    class _Layers(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, inputs_embeds, attention_mask):
-            return self.m(inputs_embeds=inputs_embeds, attention_mask=attention_mask).last_hidden_state
-
-    sample = torch.zeros((1, 7, hf.config.hidden_size), dtype=torch.float32)
+    first = sample["input_ids"]
+    if first_input == "inputs_embeds":
+        first = hf.get_input_embeddings()(first).detach()
     axes = {0: "batch", 1: "sequence"}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_path.parent) as tmp:
         raw, fused = Path(tmp) / "fp32.onnx", Path(tmp) / "fused.onnx"
         with torch.no_grad():
             torch.onnx.export(
-                _Layers(hf), (sample, torch.ones((1, 7), dtype=torch.int64)), str(raw),
-                input_names=["inputs_embeds", "attention_mask"], output_names=["last_hidden_state"],
-                dynamic_axes={"inputs_embeds": axes, "attention_mask": axes, "last_hidden_state": axes},
+                _LastHidden(hf), (first, sample["attention_mask"]), str(raw),
+                input_names=[first_input, "attention_mask"], output_names=["last_hidden_state"],
+                dynamic_axes={first_input: axes, "attention_mask": axes, "last_hidden_state": axes},
                 opset_version=17, do_constant_folding=True, dynamo=False,
             )
         optimizer.optimize_model(
             str(raw), model_type="bert", num_heads=hf.config.num_attention_heads,
             hidden_size=hf.config.hidden_size, opt_level=1,
         ).save_model_to_file(str(fused))
-        os.replace(fused, out_path)
+        os.replace(finish(fused), out_path)
     return out_path
 
 

@@ -142,7 +142,7 @@ def one_blas_thread():
 LAYER_THREADS = 2
 
 
-class NumpyQueryEncoder:
+class QueryEncoder:
     """``encode(text)``: the normalized mean-pooled BERT vector of one text (prompt included).
 
     With `layers` (an ONNX file of the encoder layers, `onnx_backend.export_onnx_fp32_layers`) the
@@ -278,9 +278,9 @@ def _sentence_transformers_limit(folder: Path) -> int:
     return min(int(v) for v in (positions, tokenizer_limit) if isinstance(v, int) and v > 0)
 
 
-def load_query_encoder(folder: str | Path, layers: Path | None = None) -> NumpyQueryEncoder | None:
-    """A numpy query encoder for `folder` (its layers in onnxruntime when the `layers` file exists),
+def load_query_encoder(folder: str | Path, layers: Path | None = None) -> QueryEncoder | None:
+    """A query encoder for `folder` (its layers in onnxruntime when the `layers` file exists),
     or None when the folder's layout is not the one it reproduces."""
     folder = Path(folder)
     max_length = supported_layout(folder)
-    return NumpyQueryEncoder(folder, max_length, layers) if max_length else None
+    return QueryEncoder(folder, max_length, layers) if max_length else None

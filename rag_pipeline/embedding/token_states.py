@@ -3,7 +3,7 @@
 From the int8 ONNX export of the model (`onnx_backend.export_onnx_int8`, the file the int8-onnx
 passage backend uses; made once by scripts/install.sh or `encoder.export_query_graphs`), one thread: ~70 ms
 for a 170-token passage on a busy 2-core machine (bench/README.md, "Token recall in the gate");
-without it, from the numpy query encoder (fp32, several times slower).
+without it, from the query encoder's numpy layers (fp32, several times slower).
 """
 
 from __future__ import annotations
@@ -79,10 +79,10 @@ class TokenStates:
             self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
             self._numpy = None
         else:
-            from rag_pipeline.embedding.query_encoder import NumpyQueryEncoder
+            from rag_pipeline.embedding.query_encoder import QueryEncoder
 
             self._session = None
-            self._numpy = NumpyQueryEncoder(folder, max_length)  # its own tokenizer: a second copy on this slow path
+            self._numpy = QueryEncoder(folder, max_length)  # its own tokenizer: a second copy on this slow path
 
     def states(self, text: str, prompt: str, cache: str | None = None):
         """(normalized word-token states, their character spans in `text`) of `prompt + text`;

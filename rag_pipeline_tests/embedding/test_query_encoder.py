@@ -14,7 +14,7 @@ import pytest
 
 from rag_pipeline.config import Settings
 from rag_pipeline.embedding.encoder import load_encoder, query_layers_export_path
-from rag_pipeline.embedding.query_encoder import NumpyQueryEncoder, supported_layout
+from rag_pipeline.embedding.query_encoder import QueryEncoder, supported_layout
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "sentence_transformers", "transformers", "sklearn")
@@ -44,7 +44,7 @@ def test_query_vectors_match_sentence_transformers_on_real_questions():
     encoder = _encoder()
     assert encoder.query_encoder is not None  # the built-in fp32 model takes the numpy path
     assert encoder.query_encoder._layers is not None  # ... its layers in onnxruntime
-    numpy_layers = NumpyQueryEncoder(encoder.query_encoder.folder, 512)
+    numpy_layers = QueryEncoder(encoder.query_encoder.folder, 512)
     assert numpy_layers._layers is None
     worst = {"onnx": 0.0, "numpy": 0.0}
     for question in _questions():
@@ -62,7 +62,7 @@ def test_a_damaged_layers_export_falls_back_to_numpy_with_a_warning(tmp_path, ca
     damaged = tmp_path / "layers.onnx"
     damaged.write_bytes(query_layers_export_path(Settings().model_cache_dir, encoder.identity).read_bytes()[:4096])
     with caplog.at_level("WARNING", logger="rag_pipeline.embedding.query_encoder"):
-        fallback = NumpyQueryEncoder(folder, 512, damaged)
+        fallback = QueryEncoder(folder, 512, damaged)
     assert fallback._layers is None
     assert str(damaged) in caplog.text and "export_query_graphs" in caplog.text
     question = encoder.identity.query_prompt + "员工每年享有多少天带薪年假？"
