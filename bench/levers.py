@@ -137,14 +137,18 @@ def main() -> int:
     parser.add_argument("--golden", action="append", required=True, metavar="FILE=LAKE")
     args = parser.parse_args()
     rows = [row for spec in args.golden for row in ablate(spec, LEVERS)]
-    columns = ["set", "questions", "lever", "n", "right", "hit@5", "contains", "FR", "FA"]
+    report(rows, ["set", "questions", "lever", "n", "right", "hit@5", "contains", "FR", "FA"], "levers")
+    return 0
+
+
+def report(rows: list[dict], columns: list[str], name: str) -> None:
+    """Print the rows as a markdown table by set and question slice; keep them in results/<name>.json."""
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for row in sorted(rows, key=lambda r: (r["set"], r["questions"])):
         print("| " + " | ".join(str(row[c]) for c in columns) + " |")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "levers.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
-    return 0
+    (RESULTS / f"{name}.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.levers import outcome  # noqa: E402
+from bench.levers import outcome, report  # noqa: E402
 from rag_pipeline.eval.golden import load_golden, run_golden  # noqa: E402
 from rag_pipeline.query import answer as answer_module  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SHIPPED = answer_module.select_sentences
 
 
@@ -114,13 +112,7 @@ def main() -> int:
     parser.add_argument("--golden", action="append", required=True, metavar="FILE=LAKE")
     args = parser.parse_args()
     rows = [row for spec in args.golden for row in run(spec)]
-    columns = ["set", "questions", "rule", "n", "right", "contains", "FR", "FA", "quote holds", "quote chars"]
-    print("| " + " | ".join(columns) + " |")
-    print("|" + "---|" * len(columns))
-    for row in sorted(rows, key=lambda r: (r["set"], r["questions"])):
-        print("| " + " | ".join(str(row[c]) for c in columns) + " |")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "quote_context.json").write_text(json.dumps(rows, indent=1, ensure_ascii=False))
+    report(rows, ["set", "questions", "rule", "n", "right", "contains", "FR", "FA", "quote holds", "quote chars"], "quote_context")
     return 0
 
 
