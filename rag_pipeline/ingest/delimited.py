@@ -43,4 +43,4 @@ def parse_csv(path: Path) -> ParsedDocument:
     notes = encoding_notes(encoding)
     if len(widths) > 1:
         notes.append(f"ragged rows: {sorted(widths)} fields")
-    return make_document(builder, format="csv", parser="csv", warnings=notes)
+    return make_document(builder, format=path.suffix.lower().lstrip(".") or "csv", parser="csv", warnings=notes)

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+# Raster image files: OCR'd by ingest/image.py, reported as format "image".
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"})
+
 BlockKind = Literal["title", "heading", "paragraph", "list_item", "table_row", "ocr_text", "notes"]
 
 QuarantineReason = Literal[
@@ -41,7 +44,7 @@ class ParsedDocument:
     """A parsed file: ordered blocks plus document-level facts."""
 
     blocks: list[TextBlock]
-    format: str  # pdf, docx, pptx, xlsx, csv, html, md, txt, image
+    format: str  # pdf, docx, pptx, xlsx, xls, odt, ods, odp, rtf, epub, csv, tsv, html, md, txt, eml, image
     parser: str  # which code path produced it, e.g. "pdfplumber", "tesseract"
     language: str = "und"  # zh, en, mixed, und
     page_count: int | None = None

@@ -12,27 +12,37 @@ from collections.abc import Callable
 import olefile
 
 from rag_pipeline.ingest.delimited import parse_csv
-from rag_pipeline.ingest.document import ParsedDocument, TransientFailure, UnreadableDocument
+from rag_pipeline.ingest.document import IMAGE_EXTENSIONS, ParsedDocument, TransientFailure, UnreadableDocument
+from rag_pipeline.ingest.ebook import parse_epub
 from rag_pipeline.ingest.email_message import parse_email
 from rag_pipeline.ingest.image import parse_image
 from rag_pipeline.ingest.markdown_text import parse_markdown
 from rag_pipeline.ingest.ocr import OcrEngineError
+from rag_pipeline.ingest.opendocument import parse_opendocument
 from rag_pipeline.ingest.pdf import parse_pdf
 from rag_pipeline.ingest.plain_text import parse_txt
-from rag_pipeline.ingest.sheets import parse_xlsx
+from rag_pipeline.ingest.rich_text import parse_rtf
+from rag_pipeline.ingest.sheets import parse_xls, parse_xlsx
 from rag_pipeline.ingest.slides import parse_pptx
 from rag_pipeline.ingest.web import parse_html
 from rag_pipeline.ingest.word import parse_docx
 
 __all__ = ["SUPPORTED_EXTENSIONS", "OcrEngineError", "parse_file"]
 
-_IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".tif", ".tiff"}
 _OOXML_EXTENSIONS = {".docx", ".pptx", ".xlsx"}
+_ZIP_EXTENSIONS = _OOXML_EXTENSIONS | {".odt", ".ods", ".odp", ".epub"}
 _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".docx": parse_docx,
     ".pptx": parse_pptx,
     ".xlsx": parse_xlsx,
+    ".xls": parse_xls,
+    ".odt": parse_opendocument,
+    ".ods": parse_opendocument,
+    ".odp": parse_opendocument,
+    ".epub": parse_epub,
+    ".rtf": parse_rtf,
     ".csv": parse_csv,
+    ".tsv": parse_csv,
     ".html": parse_html,
     ".htm": parse_html,
     ".md": parse_markdown,
@@ -40,10 +50,18 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".txt": parse_txt,
     ".eml": parse_email,
 }
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(_IMAGE_EXTENSIONS) | {".pdf"}
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(IMAGE_EXTENSIONS) | {".pdf"}
 
+# Formats read by no parser here, with what their owner can do about it.
+_CONVERT_HINTS = {
+    ".doc": " (Word 97-2003: save it as .docx, .odt or .rtf)",
+    ".ppt": " (PowerPoint 97-2003: save it as .pptx or .odp)",
+    ".wps": " (WPS Writer: save it as .docx)",
+    ".et": " (WPS Spreadsheets: save it as .xlsx)",
+    ".dps": " (WPS Presentation: save it as .pptx)",
+}
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
-_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"GIF87a", b"GIF89a", b"BM")
 # Real Office packages unpack to 1-6x their size on disk, a zip bomb to hundreds of times
 # that; python-docx/python-pptx then hold ~10x the XML in memory. A package may unpack to
 # at most this many times the per-file limit.
@@ -98,21 +116,34 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
     is_pdf = b"%PDF-" in head[:1024]
     is_image = head.startswith(_IMAGE_MAGIC)
     # Content wins over the name for the two binary families we can always recognise.
-    if ext == ".pdf" or (is_pdf and ext in _IMAGE_EXTENSIONS):
+    if ext == ".pdf" or (is_pdf and ext in IMAGE_EXTENSIONS):
         if not is_pdf:
             if is_image:
                 return parse_image(path, ocr_lang=ocr_lang)
             raise UnreadableDocument("corrupt", "no %PDF- header")
         return parse_pdf(path, ocr_lang=ocr_lang)
-    if ext in _IMAGE_EXTENSIONS:
+    if ext in IMAGE_EXTENSIONS:
         return parse_image(path, ocr_lang=ocr_lang)
-    if ext in _OOXML_EXTENSIONS:
+    if ext == ".xls" and not head.startswith(_OLE_MAGIC):
+        return _misnamed_xls(path, head, max_bytes)
+    if ext in _ZIP_EXTENSIONS:
         if head.startswith(_OLE_MAGIC):
             raise _ole_kind(path)
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
     return _TEXT_PARSERS[ext](path)
+
+
+def _misnamed_xls(path: pathlib.Path, head: bytes, max_bytes: int) -> ParsedDocument:
+    """A ".xls" that is not an Excel 97-2003 workbook: a renamed .xlsx, or the HTML table that
+    many web systems export under that name (Excel opens both)."""
+    if zipfile.is_zipfile(path):
+        _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
+        return parse_xlsx(path)
+    if b"<table" in head.lower() or b"<html" in head.lower():
+        return parse_html(path)
+    raise UnreadableDocument("corrupt", "neither an Excel 97-2003 workbook (OLE2), an .xlsx package nor an HTML table")
 
 
 def parse_file(
@@ -142,7 +173,9 @@ def parse_file(
         st = path.lstat()
         _refuse_non_regular(path, st.st_mode)
         if ext not in SUPPORTED_EXTENSIONS:
-            raise UnreadableDocument("unsupported_format", f"extension {ext or '(none)'!r} is not supported")
+            raise UnreadableDocument(
+                "unsupported_format", f"extension {ext or '(none)'!r} is not supported" + _CONVERT_HINTS.get(ext, "")
+            )
         size = st.st_size
         if size > max_bytes:
             raise UnreadableDocument("too_large", f"{size} bytes exceeds the {max_bytes}-byte limit")

@@ -1,16 +1,20 @@
-"""Excel .xlsx via openpyxl (read-only, cached values): one folded block per row."""
+"""Excel workbooks, one folded block per row: .xlsx via openpyxl (cached values), the
+Excel 97-2003 .xls (BIFF) via xlrd."""
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import re
 import zipfile
 from pathlib import Path
 
+import olefile
 import openpyxl
+import xlrd
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
-from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 
 
 # WPS stores a picture placed in a cell as the formula =DISPIMG("ID_...",1) with that same
@@ -78,7 +82,12 @@ def parse_xlsx(path: Path) -> ParsedDocument:
     with zipfile.ZipFile(path) as package:
         unpacked = sum(info.file_size for info in package.infolist())
     read_only = path.stat().st_size > FULL_LOAD_MAX_BYTES or unpacked > FULL_LOAD_MAX_UNPACKED_BYTES
-    workbook = openpyxl.load_workbook(str(path), read_only=read_only, data_only=True)
+    # An open file, not the path: openpyxl refuses a path not ending in .xlsx (a renamed .xls).
+    with open(path, "rb") as fh:
+        return _parse_workbook(openpyxl.load_workbook(fh, read_only=read_only, data_only=True), read_only)
+
+
+def _parse_workbook(workbook, read_only: bool) -> ParsedDocument:  # type: ignore[no-untyped-def]
     builder = BlockBuilder()
     notes: list[str] = []
     try:
@@ -101,3 +110,74 @@ def parse_xlsx(path: Path) -> ParsedDocument:
         title=title,
         warnings=notes,
     )
+
+
+def _xls_value(cell: xlrd.sheet.Cell, datemode: int) -> object:
+    """A BIFF cell as the Python value openpyxl would give: dates and times, booleans, error text."""
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        if 0 <= cell.value < 1:  # a time of day without a date
+            return xlrd.xldate.xldate_as_datetime(cell.value, datemode).time()
+        return xlrd.xldate.xldate_as_datetime(cell.value, datemode)
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    if cell.ctype == xlrd.XL_CELL_ERROR:
+        return xlrd.error_text_from_code.get(cell.value, "#ERR")
+    return cell.value if cell.ctype in (xlrd.XL_CELL_TEXT, xlrd.XL_CELL_NUMBER) else None
+
+
+def _xls_rows(sheet: xlrd.sheet.Sheet, datemode: int) -> list[list[str]]:
+    """A sheet's rows, a vertically merged cell's value repeated in each row it covers (as for .xlsx)."""
+    values = [[_xls_value(c, datemode) for c in sheet.row(r)] for r in range(sheet.nrows)]
+    for first_row, end_row, first_col, _ in sheet.merged_cells:
+        for r in range(first_row + 1, min(end_row, sheet.nrows)):
+            if first_col < len(values[r]) and values[r][first_col] in (None, ""):
+                values[r][first_col] = values[first_row][first_col]
+    return [[cell_text(v) for v in row] for row in values]
+
+
+def parse_xls(path: Path) -> ParsedDocument:
+    """Parse an Excel 97-2003 workbook like :func:`parse_xlsx`: every worksheet a page named
+    by its sheet, tables folded with their header rows, merged group labels filled down.
+
+    xlrd reads the BIFF records itself (no Excel, no LibreOffice); a workbook protected by
+    a password is ``encrypted``. Chart sheets hold no cells and are skipped.
+    """
+    log = io.StringIO()  # xlrd prints format notes (a missing code page) to stdout otherwise
+    try:
+        book = xlrd.open_workbook(str(path), formatting_info=True, on_demand=True, logfile=log)
+    except xlrd.XLRDError as exc:
+        if "encrypted" in str(exc).lower():
+            raise UnreadableDocument("encrypted", "password-protected Excel 97-2003 workbook") from exc
+        raise
+    builder = BlockBuilder()
+    notes: list[str] = [line.strip(" *") for line in log.getvalue().splitlines() if line.strip()]
+    try:
+        names = book.sheet_names()
+        for index, name in enumerate(names, start=1):
+            sheet = book.sheet_by_index(index - 1)
+            if sheet.visibility:
+                notes.append(f"sheet {name!r} is hidden (included)")
+            builder.reset_headings([name])
+            builder.add_sheet(_xls_rows(sheet, book.datemode), page=index, sheet=name)
+            book.unload_sheet(index - 1)
+    finally:
+        book.release_resources()
+    return make_document(builder, format="xls", parser="xlrd", page_count=len(names), title=ole_title(path), warnings=notes)
+
+
+def ole_title(path: Path) -> str | None:
+    """The title an OLE2 Office file keeps in its SummaryInformation stream (bytes in the
+    stream's code page), if any."""
+    try:
+        with olefile.OleFileIO(str(path)) as ole:
+            meta = ole.get_metadata()
+    except Exception:  # no or damaged summary stream: the title is optional
+        return None
+    raw = meta.title
+    if isinstance(raw, bytes):
+        codepage = (meta.codepage or 1252) & 0xFFFF
+        try:
+            raw = raw.decode({65001: "utf-8", 1200: "utf-16-le"}.get(codepage, f"cp{codepage}"))
+        except (LookupError, UnicodeDecodeError):
+            raw = raw.decode("latin-1")
+    return (raw or "").strip("\x00 ") or None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rag_pipeline.ingest.ocr import OcrEngineError
-from rag_pipeline.ingest.document import ParsedDocument, QuarantineReason, UnreadableDocument
+from rag_pipeline.ingest.document import IMAGE_EXTENSIONS, ParsedDocument, QuarantineReason, UnreadableDocument
 from rag_pipeline.ingest.scan import RawFile
 from rag_pipeline.ingest.serialize import ParseHeader, plain_header_from_json
 
@@ -42,8 +42,7 @@ PARAGRAPHS_DROPPED_NOTE = "OCR paragraphs dropped"  # prefix of the warning coun
 RELEASE_NOTE = "released from quarantine by operator"  # prefix of the warning a released document carries
 _RELEASE_HINT = "to index it anyway, release it: `rag quarantine release {source}` (sidecar \"quarantine_release\": true)"
 
-_FORMAT_BY_EXTENSION = {".png": "image", ".jpg": "image", ".jpeg": "image", ".tif": "image", ".tiff": "image",
-                        ".htm": "html", ".markdown": "md"}
+_FORMAT_BY_EXTENSION = dict.fromkeys(IMAGE_EXTENSIONS, "image") | {".htm": "html", ".markdown": "md"}
 
 
 def parse_outcome(path: Path, parse: ParseFn) -> Outcome:

@@ -1,0 +1,342 @@
+"""Formats beyond the shared corpus's: .tsv, .bmp/.gif/.webp scans, Excel 97-2003 .xls,
+.rtf, OpenDocument (.odt/.ods/.odp) and .epub — each parsed from a real file (the .xls files
+in ``files/``: one from xlrd's own test suite, one written by xlwt; the others written here
+the way their applications lay them out), and indexed and answered from by one real run."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from rag_pipeline.ingest.document import UnreadableDocument
+from rag_pipeline.ingest.parsers import parse_file
+
+FILES = Path(__file__).parent / "files"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+
+
+def _rows(doc) -> list[str]:
+    return [b.text for b in doc.blocks if b.kind == "table_row"]
+
+
+def _reason(path: Path) -> str:
+    with pytest.raises(UnreadableDocument) as info:
+        parse_file(path)
+    return info.value.reason
+
+
+# ---------------------------------------------------------------- .tsv
+
+
+def test_tsv_rows_carry_their_header(tmp_path):
+    path = tmp_path / "service_centers.tsv"
+    path.write_text("城市\t地址\t电话\n上海\t浦东新区张江路88号\t021-5555-0101\nBerlin\tInvalidenstraße 7, Mitte\t+49 30 5555 0102\n",
+                    encoding="utf-8")
+    doc = parse_file(path)
+    assert (doc.format, doc.parser) == ("tsv", "csv")
+    assert _rows(doc) == ["城市: 上海; 地址: 浦东新区张江路88号; 电话: 021-5555-0101",
+                          "城市: Berlin; 地址: Invalidenstraße 7, Mitte; 电话: +49 30 5555 0102"]
+
+
+# ---------------------------------------------------------------- images
+
+
+@pytest.mark.parametrize("suffix, options", [(".bmp", {}), (".gif", {}), (".webp", {"lossless": True})])
+def test_bmp_gif_and_webp_scans_read_as_the_png_reads(tmp_path, suffix, options):
+    """The same pixels saved losslessly in another container give the PNG's OCR text."""
+    png = SAMPLE / "scans" / "expense_policy_scan.png"
+    other = tmp_path / f"scan{suffix}"
+    with Image.open(png) as img:
+        img.convert("L").save(other, **options)
+    expected = parse_file(png)
+    got = parse_file(other)
+    assert (got.format, got.ocr_used, got.page_count) == ("image", True, 1)
+    assert got.text == expected.text and "receipt" in got.text.lower()
+    assert got.ocr_confidence == pytest.approx(expected.ocr_confidence, abs=1.0)
+
+
+# ---------------------------------------------------------------- .xls
+
+
+def test_xls_sheets_merged_group_labels_dates_and_hidden_sheets():
+    doc = parse_file(FILES / "员工名册.xls")  # written by xlwt 1.3.0: BIFF8, a vertical merge per department
+    assert (doc.format, doc.parser, doc.language, doc.page_count) == ("xls", "xlrd", "zh", 2)
+    assert _rows(doc) == [
+        "部门: 研发部; 姓名: 张伟; 入职日期: 2019-03-01; 年假天数: 15",
+        "部门: 研发部; 姓名: 李娜; 入职日期: 2021-07-15; 年假天数: 10",
+        "部门: 研发部; 姓名: 王芳; 入职日期: 2023-01-09; 年假天数: 5",
+        "部门: 销售部; 姓名: 赵磊; 入职日期: 2018-11-20; 年假天数: 15",
+        "部门: 销售部; 姓名: 刘洋; 入职日期: 2024-05-06; 年假天数: 5",
+    ]
+    assert {(b.page, b.sheet, b.heading_path) for b in doc.blocks} == {(1, "员工名册", ("员工名册",)), (2, "说明", ("说明",))}
+    assert "sheet '说明' is hidden (included)" in doc.warnings
+
+
+def test_xls_from_excel_with_non_ascii_sheet_names_dates_and_times():
+    doc = parse_file(FILES / "Formate.xls")  # xlrd 1.2.0's tests/Formate.xls (BSD licence), saved by Excel
+    assert [b.sheet for b in doc.blocks if b.page == 2][0] == "ÖÄÜ" and doc.page_count == 4
+    text = doc.text
+    assert "Äcker 2005-02-23" in text  # a date cell, as a date (not the serial 38406)
+    assert "06:34:00" in text and "17:47:13" in text  # time-of-day cells
+    assert "38406" not in text and "0.2736" not in text
+
+
+def test_misnamed_xls_an_xlsx_package_or_an_html_table(tmp_path):
+    xlsx_named_xls = tmp_path / "price_list.xls"
+    shutil.copy(SAMPLE / "products" / "price_list.xlsx", xlsx_named_xls)
+    assert _rows(parse_file(xlsx_named_xls)) == _rows(parse_file(SAMPLE / "products" / "price_list.xlsx"))
+    html_export = tmp_path / "export.xls"
+    html_export.write_text("<html><body><table><tr><th>Part</th><th>Stock</th></tr>"
+                           "<tr><td>Valve V-12</td><td>40</td></tr><tr><td>Hose H-3</td><td>7</td></tr></table></body></html>")
+    assert _rows(parse_file(html_export)) == ["Part: Valve V-12; Stock: 40", "Part: Hose H-3; Stock: 7"]
+    junk = tmp_path / "junk.xls"
+    junk.write_bytes(b"not a workbook at all")
+    assert _reason(junk) == "corrupt"
+
+
+# ---------------------------------------------------------------- .rtf
+
+
+def _rtf_bytes(text: str, codepage: str) -> str:
+    return "".join(f"\\'{b:02x}" for b in text.encode(codepage))
+
+
+def test_rtf_chinese_code_page_unicode_escapes_and_a_table(tmp_path):
+    """As WordPad writes Chinese: \\ansicpg936 with GBK bytes as \\'xx, a \\uN character, a table."""
+    rtf = (
+        r"{\rtf1\ansi\ansicpg936\deff0\nouicompat{\fonttbl{\f0\fnil\fcharset134 \'cb\'ce\'cc\'e5;}}"
+        r"{\*\generator Riched20 10.0.19041}\viewkind4\uc1\pard\sa200\sl276\slmult1\f0\fs22\lang2052 "
+        + _rtf_bytes("年假制度", "gbk") + r"\par" + "\n"
+        + _rtf_bytes("员工入职满一年后，每年享有带薪年假十天。", "gbk") + r" \u8220?OK\u8221?\par" + "\n"
+        r"\trowd\cellx3000\cellx6000\intbl " + _rtf_bytes("职级", "gbk") + r"\cell " + _rtf_bytes("天数", "gbk")
+        + r"\cell\row\trowd\cellx3000\cellx6000\intbl P5\cell 15\cell\row" + "\n"
+        r"\pard\par}"
+    )
+    path = tmp_path / "年假制度.rtf"
+    path.write_bytes(rtf.encode("ascii"))
+    doc = parse_file(path)
+    assert (doc.format, doc.parser, doc.language) == ("rtf", "striprtf", "zh")
+    assert [(b.kind, b.text) for b in doc.blocks] == [
+        ("paragraph", "年假制度"),
+        ("paragraph", "员工入职满一年后，每年享有带薪年假十天。 “OK”"),
+        ("table_row", "职级: P5; 天数: 15"),
+    ]
+    english = tmp_path / "memo.rtf"
+    english.write_bytes(rb"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0 Calibri;}}\f0 The caf\'e9 opens at 8:00.\par}")
+    assert parse_file(english).text == "The café opens at 8:00."
+    not_rtf = tmp_path / "fake.rtf"
+    not_rtf.write_text("plain words under an .rtf name")
+    assert _reason(not_rtf) == "corrupt"
+
+
+# ---------------------------------------------------------------- OpenDocument
+
+_ODF_NS = (
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
+    'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
+    'xmlns:dc="http://purl.org/dc/elements/1.1/" '
+    'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"'
+)
+_MIMETYPES = {".odt": "text", ".ods": "spreadsheet", ".odp": "presentation"}
+
+
+def _odf(path: Path, body: str, *, title: str | None = None, encrypted: bool = False) -> Path:
+    """An OpenDocument package as LibreOffice stores one: mimetype first and uncompressed."""
+    kind = _MIMETYPES[path.suffix]
+    entry = '<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"'
+    entry += '><manifest:encryption-data manifest:checksum-type="SHA1/1K"/></manifest:file-entry>' if encrypted else "/>"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), f"application/vnd.oasis.opendocument.{kind}", zipfile.ZIP_STORED)
+        z.writestr("META-INF/manifest.xml", f'<?xml version="1.0" encoding="UTF-8"?><manifest:manifest {_ODF_NS}>'
+                   f'<manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.{kind}"/>'
+                   f"{entry}</manifest:manifest>")
+        z.writestr("content.xml", f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {_ODF_NS} '
+                   f'office:version="1.3"><office:body>{body}</office:body></office:document-content>')
+        if title:
+            z.writestr("meta.xml", f'<?xml version="1.0" encoding="UTF-8"?><office:document-meta {_ODF_NS}>'
+                       f"<office:meta><dc:title>{title}</dc:title></office:meta></office:document-meta>")
+    return path
+
+
+_TRAVEL_ODT = (
+    "<office:text><text:sequence-decls/>"
+    '<text:h text:outline-level="1">Travel policy</text:h>'
+    '<text:h text:outline-level="2">Hotels</text:h>'
+    "<text:p>Book<text:s/>a hotel<text:s text:c=\"2\"/>under <text:span>EUR 180</text:span> a night."
+    '<text:note text:note-class="footnote"><text:note-citation>1</text:note-citation>'
+    "<text:note-body><text:p>Paris and London: EUR 250.</text:p></text:note-body></text:note></text:p>"
+    "<text:p>Checked<office:annotation><text:p>reviewer: is this right?</text:p></office:annotation> by finance.</text:p>"
+    "<text:list><text:list-item><text:p>Keep every receipt.</text:p></text:list-item>"
+    "<text:list-item><text:p>Claim within 30 days.</text:p></text:list-item></text:list>"
+    '<text:h text:outline-level="2">Daily allowance</text:h>'
+    "<table:table><table:table-column/><table:table-column/>"
+    "<table:table-row><table:table-cell><text:p>Country</text:p></table:table-cell>"
+    "<table:table-cell><text:p>Per day</text:p></table:table-cell></table:table-row>"
+    "<table:table-row><table:table-cell><text:p>Germany</text:p></table:table-cell>"
+    "<table:table-cell><text:p>EUR 28</text:p></table:table-cell></table:table-row>"
+    "</table:table></office:text>"
+)
+
+
+def test_odt_headings_lists_tables_spaces_and_footnotes(tmp_path):
+    doc = parse_file(_odf(tmp_path / "travel.odt", _TRAVEL_ODT, title="Travel policy 2026"))
+    assert (doc.format, doc.parser, doc.title) == ("odt", "lxml", "Travel policy 2026")
+    assert [(b.kind, b.text, b.heading_path) for b in doc.blocks] == [
+        ("heading", "Travel policy", ("Travel policy",)),
+        ("heading", "Hotels", ("Travel policy", "Hotels")),
+        ("paragraph", "Book a hotel under EUR 180 a night. (Paris and London: EUR 250.)", ("Travel policy", "Hotels")),
+        ("paragraph", "Checked by finance.", ("Travel policy", "Hotels")),
+        ("list_item", "Keep every receipt.", ("Travel policy", "Hotels")),
+        ("list_item", "Claim within 30 days.", ("Travel policy", "Hotels")),
+        ("heading", "Daily allowance", ("Travel policy", "Daily allowance")),
+        ("table_row", "Country: Germany; Per day: EUR 28", ("Travel policy", "Daily allowance")),
+    ]
+    assert _reason(_odf(tmp_path / "secret.odt", _TRAVEL_ODT, encrypted=True)) == "encrypted"
+
+
+def test_ods_sheets_and_repeated_cells_without_blowing_up(tmp_path):
+    """LibreOffice pads a sheet to 1,048,576 rows and 16,384 columns with repeated empty cells."""
+    pad_cells = '<table:table-cell table:number-columns-repeated="16382"/>'
+    body = (
+        '<office:spreadsheet><table:table table:name="价格表">'
+        f"<table:table-row><table:table-cell><text:p>型号</text:p></table:table-cell>"
+        f"<table:table-cell><text:p>单价</text:p></table:table-cell>{pad_cells}</table:table-row>"
+        f"<table:table-row><table:table-cell><text:p>R500</text:p></table:table-cell>"
+        f'<table:table-cell office:value-type="float" office:value="168000"><text:p>168,000</text:p></table:table-cell>{pad_cells}'
+        "</table:table-row>"
+        '<table:table-row table:number-rows-repeated="1048574"><table:table-cell table:number-columns-repeated="16384"/></table:table-row>'
+        '</table:table><table:table table:name="Notes"><table:table-row>'
+        '<table:table-cell table:number-columns-repeated="2"><text:p>n/a</text:p></table:table-cell>'
+        "</table:table-row></table:table></office:spreadsheet>"
+    )
+    doc = parse_file(_odf(tmp_path / "prices.ods", body))
+    assert (doc.format, doc.page_count) == ("ods", 2)
+    assert [(b.kind, b.text, b.page, b.sheet) for b in doc.blocks] == [
+        ("table_row", "型号: R500; 单价: 168,000", 1, "价格表"),
+        ("paragraph", "n/a n/a", 2, "Notes"),
+    ]
+
+
+def test_odp_slides_titles_bodies_and_notes(tmp_path):
+    def slide(name: str, title: str, body: str, notes: str) -> str:
+        return (
+            f'<draw:page draw:name="{name}"><draw:frame presentation:class="title"><draw:text-box>'
+            f"<text:p>{title}</text:p></draw:text-box></draw:frame>"
+            f'<draw:frame presentation:class="outline"><draw:text-box><text:list><text:list-item>'
+            f"<text:p>{body}</text:p></text:list-item></text:list></draw:text-box></draw:frame>"
+            f"<presentation:notes><draw:frame><draw:text-box><text:p>{notes}</text:p></draw:text-box></draw:frame>"
+            "</presentation:notes></draw:page>"
+        )
+    body = ("<office:presentation>" + slide("p1", "Q3 results", "Revenue grew 12 %", "Mention the new plant.")
+            + slide("p2", "Outlook", "Two launches in Q4", "Keep it short.") + "</office:presentation>")
+    doc = parse_file(_odf(tmp_path / "q3.odp", body))
+    assert (doc.format, doc.page_count) == ("odp", 2)
+    assert [(b.kind, b.text, b.page, b.heading_path) for b in doc.blocks] == [
+        ("heading", "Q3 results", 1, ("Q3 results",)),
+        ("list_item", "Revenue grew 12 %", 1, ("Q3 results",)),
+        ("notes", "Mention the new plant.", 1, ("Q3 results",)),
+        ("heading", "Outlook", 2, ("Outlook",)),
+        ("list_item", "Two launches in Q4", 2, ("Outlook",)),
+        ("notes", "Keep it short.", 2, ("Outlook",)),
+    ]
+
+
+# ---------------------------------------------------------------- .epub
+
+
+def _epub(path: Path, chapters: dict[str, str], spine: list[str], *, encryption: str | None = None) -> Path:
+    """An EPUB 3 package: mimetype first, the OPF in a subfolder, chapters' hrefs relative to it."""
+    items = "".join(f'<item id="{name}" href="text/{name}.xhtml" media-type="application/xhtml+xml"/>' for name in chapters)
+    refs = "".join(f'<itemref idref="{name}"/>' for name in spine)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml", '<?xml version="1.0"?><container version="1.0" '
+                   'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+                   '<rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>')
+        z.writestr("OEBPS/content.opf", '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+                   '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>新员工指南</dc:title></metadata>'
+                   f'<manifest>{items}<item id="css" href="style.css" media-type="text/css"/></manifest>'
+                   f"<spine>{refs}</spine></package>")
+        z.writestr("OEBPS/style.css", "h1 { color: navy }")
+        for name, html in chapters.items():
+            z.writestr(f"OEBPS/text/{name}.xhtml", '<?xml version="1.0" encoding="utf-8"?>'
+                       f'<html xmlns="http://www.w3.org/1999/xhtml"><head><title>{name}</title></head><body>{html}</body></html>')
+        if encryption:
+            z.writestr("META-INF/encryption.xml", '<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+                       'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
+                       f'<enc:EncryptionMethod Algorithm="{encryption}"/></enc:EncryptedData></encryption>')
+    return path
+
+
+_GUIDE_CHAPTERS = {
+    "ch2": "<h1>第二章 考勤</h1><p>每天九点前打卡。</p>",
+    "ch1": "<h1>第一章 入职</h1><p>入职第一天领取工牌。</p><table><tr><th>物品</th><th>地点</th></tr>"
+           "<tr><td>工牌</td><td>前台</td></tr></table>",
+}
+
+
+def test_epub_chapters_in_spine_order_with_headings(tmp_path):
+    chapters = _GUIDE_CHAPTERS
+    doc = parse_file(_epub(tmp_path / "guide.epub", chapters, spine=["ch1", "ch2"]))
+    assert (doc.format, doc.title, doc.language, doc.page_count) == ("epub", "新员工指南", "zh", 2)
+    assert [(b.kind, b.text, b.heading_path) for b in doc.blocks] == [
+        ("heading", "第一章 入职", ("第一章 入职",)),
+        ("paragraph", "入职第一天领取工牌。", ("第一章 入职",)),
+        ("table_row", "物品: 工牌; 地点: 前台", ("第一章 入职",)),
+        ("heading", "第二章 考勤", ("第二章 考勤",)),
+        ("paragraph", "每天九点前打卡。", ("第二章 考勤",)),
+    ]
+    fonts_only = _epub(tmp_path / "fonts.epub", chapters, ["ch1"], encryption="http://www.idpf.org/2008/embedding")
+    assert "入职第一天领取工牌。" in parse_file(fonts_only).text
+    drm = _epub(tmp_path / "drm.epub", chapters, ["ch1"], encryption="http://www.w3.org/2001/04/xmlenc#aes128-cbc")
+    assert _reason(drm) == "encrypted"
+
+
+# ---------------------------------------------------------------- what stays unsupported
+
+
+def test_legacy_word_and_powerpoint_say_how_to_convert(tmp_path):
+    doc = tmp_path / "old.doc"
+    doc.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504)
+    with pytest.raises(UnreadableDocument) as info:
+        parse_file(doc)
+    assert info.value.reason == "unsupported_format" and "save it as .docx" in info.value.detail
+
+
+# ---------------------------------------------------------------- indexed and answered
+
+
+def test_new_formats_are_indexed_by_a_real_run_and_answered_with_citations(tmp_path):
+    """One real Dagster run over a folder of the new formats (real model, LanceDB on disk):
+    every file indexed with its format, and questions answered from the .xls, .odt and .epub."""
+    from rag_pipeline.query import RagIndex
+    from rag_pipeline.query.sql import connect
+    from rag_pipeline_tests.indexing import run_index
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    shutil.copy(FILES / "员工名册.xls", raw)
+    _odf(raw / "travel.odt", _TRAVEL_ODT, title="Travel policy 2026")
+    _epub(raw / "guide.epub", _GUIDE_CHAPTERS, spine=["ch1", "ch2"])
+    (raw / "centers.tsv").write_text("City\tAddress\nBerlin\tInvalidenstraße 7, Mitte\n", encoding="utf-8")
+    report = run_index(raw, tmp_path / "lake", golden_file="none")
+    assert report["success"], report["failures"]
+    con = connect(tmp_path / "lake", admin=True)
+    formats = dict(con.sql("SELECT source, format FROM documents").fetchall())
+    assert formats == {"员工名册.xls": "xls", "travel.odt": "odt", "guide.epub": "epub", "centers.tsv": "tsv"}
+    index = RagIndex.open(tmp_path / "lake")
+    for question, fact, source in [
+        ("李娜的入职日期是什么？", "2021-07-15", "员工名册.xls"),
+        ("What is the daily allowance in Germany?", "EUR 28", "travel.odt"),
+        ("入职第一天在哪里领取工牌？", "前台", "guide.epub"),
+    ]:
+        answer = index.ask(question)
+        assert not answer.refused and fact in answer.answer, (question, answer.reason, answer.answer)
+        assert answer.citations[0].source == source, (question, answer.citations)
