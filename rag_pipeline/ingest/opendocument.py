@@ -39,16 +39,21 @@ def _q(name: str) -> str:
 
 
 _SKIP = {_q("office:annotation"), _q("office:annotation-end"), _q("text:note-citation"), _q("text:tracked-changes")}
+# Generated from the text itself (tables of contents, indexes): the text is read where it stands.
+_GENERATED = {_q(f"text:{name}") for name in ("table-of-content", "alphabetical-index", "illustration-index",
+                                              "table-index", "object-index", "user-index", "bibliography")}
+_DRAW = f"{{{_NS['draw']}}}"
 _BREAKS = {_q("text:line-break"): "\n", _q("text:tab"): "\t"}
 _PARAGRAPHS = {_q("text:p"), _q("text:h")}
 
 
 def inline_text(el: etree._Element) -> str:
     """The text of a paragraph as a reader sees it: ``text:s`` spaces, tabs and line breaks
-    restored, spans and links read through, comments dropped."""
+    restored, spans and links read through, comments and anchored frames (pictures, text
+    boxes: :class:`_Walker` reads their text as blocks of their own) left out."""
     parts = [el.text or ""]
     for child in el:
-        if child.tag in _SKIP:
+        if child.tag in _SKIP or child.tag.startswith(_DRAW):  # a frame's caption is its own block
             pass
         elif child.tag == _q("text:s"):
             parts.append(" " * int(child.get(_q("text:c"), "1")))
@@ -103,13 +108,15 @@ class _Walker:
     def walk(self, el: etree._Element, *, page: int | None = None, kind: str = "paragraph") -> None:
         for child in el:
             tag = child.tag
-            if tag in _SKIP or tag == _q("text:sequence-decls"):
+            if tag in _SKIP or tag in _GENERATED or tag == _q("text:sequence-decls"):
                 continue
             if tag == _q("text:h"):
                 level = int(child.get(_q("text:outline-level")) or 1)
                 self.builder.heading(inline_text(child), level, page=page)
+                self._frames(child, page)
             elif tag == _q("text:p"):
                 self.builder.add(inline_text(child), kind, page=page)
+                self._frames(child, page)
             elif tag == _q("text:list-item"):
                 self.walk(child, page=page, kind="list_item" if kind == "paragraph" else kind)
             elif tag == _q("table:table"):
@@ -118,6 +125,14 @@ class _Walker:
                 self.walk(child, page=page, kind="notes")
             else:  # sections, lists, frames and text boxes, groups: containers
                 self.walk(child, page=page, kind=kind)
+
+    def _frames(self, paragraph: etree._Element, page: int | None) -> None:
+        """Text boxes and captions anchored in a paragraph, after it."""
+        for frame in paragraph.iterchildren():
+            if frame.tag.startswith(_DRAW):
+                self.walk(frame, page=page)
+            elif frame.tag not in _SKIP:
+                self._frames(frame, page)  # a frame anchored inside a span or link
 
 
 def _check_not_encrypted(package: zipfile.ZipFile) -> None:

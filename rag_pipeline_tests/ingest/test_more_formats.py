@@ -167,11 +167,16 @@ def _odf(path: Path, body: str, *, title: str | None = None, encrypted: bool = F
 
 _TRAVEL_ODT = (
     "<office:text><text:sequence-decls/>"
+    "<text:table-of-content><text:index-body><text:p>Hotels 1</text:p><text:p>Daily allowance 2</text:p>"
+    "</text:index-body></text:table-of-content>"
     '<text:h text:outline-level="1">Travel policy</text:h>'
     '<text:h text:outline-level="2">Hotels</text:h>'
     "<text:p>Book<text:s/>a hotel<text:s text:c=\"2\"/>under <text:span>EUR 180</text:span> a night."
     '<text:note text:note-class="footnote"><text:note-citation>1</text:note-citation>'
     "<text:note-body><text:p>Paris and London: EUR 250.</text:p></text:note-body></text:note></text:p>"
+    '<text:p>Pictured: the <draw:frame draw:name="f1" text:anchor-type="paragraph"><draw:text-box><text:p>'
+    '<draw:frame draw:name="p1"><draw:image xlink:href="Pictures/lobby.png" xmlns:xlink="http://www.w3.org/1999/xlink"/>'
+    "</draw:frame>Hotel Adler, Munich</text:p></draw:text-box></draw:frame>partner hotel.</text:p>"
     "<text:p>Checked<office:annotation><text:p>reviewer: is this right?</text:p></office:annotation> by finance.</text:p>"
     "<text:list><text:list-item><text:p>Keep every receipt.</text:p></text:list-item>"
     "<text:list-item><text:p>Claim within 30 days.</text:p></text:list-item></text:list>"
@@ -186,12 +191,15 @@ _TRAVEL_ODT = (
 
 
 def test_odt_headings_lists_tables_spaces_and_footnotes(tmp_path):
+    """The table of contents (generated) and review comments are not text; a picture's caption is its own block."""
     doc = parse_file(_odf(tmp_path / "travel.odt", _TRAVEL_ODT, title="Travel policy 2026"))
     assert (doc.format, doc.parser, doc.title) == ("odt", "lxml", "Travel policy 2026")
     assert [(b.kind, b.text, b.heading_path) for b in doc.blocks] == [
         ("heading", "Travel policy", ("Travel policy",)),
         ("heading", "Hotels", ("Travel policy", "Hotels")),
         ("paragraph", "Book a hotel under EUR 180 a night. (Paris and London: EUR 250.)", ("Travel policy", "Hotels")),
+        ("paragraph", "Pictured: the partner hotel.", ("Travel policy", "Hotels")),
+        ("paragraph", "Hotel Adler, Munich", ("Travel policy", "Hotels")),  # the picture's caption
         ("paragraph", "Checked by finance.", ("Travel policy", "Hotels")),
         ("list_item", "Keep every receipt.", ("Travel policy", "Hotels")),
         ("list_item", "Claim within 30 days.", ("Travel policy", "Hotels")),
