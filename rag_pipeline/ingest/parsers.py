@@ -21,11 +21,12 @@ from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.opendocument import parse_opendocument
 from rag_pipeline.ingest.pdf import parse_pdf
 from rag_pipeline.ingest.plain_text import parse_txt
-from rag_pipeline.ingest.rich_text import parse_rtf
+from rag_pipeline.ingest.rich_text import looks_like_rtf, parse_rtf
 from rag_pipeline.ingest.sheets import parse_xls, parse_xlsx
 from rag_pipeline.ingest.slides import parse_pptx
 from rag_pipeline.ingest.web import parse_html
 from rag_pipeline.ingest.word import parse_docx
+from rag_pipeline.ingest.word_binary import parse_doc
 
 __all__ = ["SUPPORTED_EXTENSIONS", "OcrEngineError", "parse_file"]
 
@@ -36,6 +37,7 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".pptx": parse_pptx,
     ".xlsx": parse_xlsx,
     ".xls": parse_xls,
+    ".doc": parse_doc,
     ".odt": parse_opendocument,
     ".ods": parse_opendocument,
     ".odp": parse_opendocument,
@@ -54,7 +56,6 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(IMAG
 
 # Formats read by no parser here, with what their owner can do about it.
 _CONVERT_HINTS = {
-    ".doc": " (Word 97-2003: save it as .docx, .odt or .rtf)",
     ".ppt": " (PowerPoint 97-2003: save it as .pptx or .odp)",
     ".wps": " (WPS Writer: save it as .docx)",
     ".et": " (WPS Spreadsheets: save it as .xlsx)",
@@ -68,21 +69,27 @@ _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b
 MAX_UNPACK_FACTOR = 3
 
 
-def _ole_kind(path: pathlib.Path) -> UnreadableDocument:
+def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
     """An OLE compound file where OOXML (a zip) was expected.
 
     Office writes password-protected .docx/.xlsx/.pptx as an OLE container holding
-    "EncryptionInfo" and "EncryptedPackage"; anything else is a legacy .doc/.xls/.ppt
-    saved under a new extension.
+    "EncryptionInfo" and "EncryptedPackage"; a Word or Excel 97-2003 file saved under the new
+    extension is read as what it is; anything else (a .ppt) is not read.
     """
     try:
         with olefile.OleFileIO(str(path)) as ole:
             if ole.exists("EncryptionInfo") or ole.exists("EncryptedPackage"):
-                return UnreadableDocument("encrypted", "password-protected Office file (OLE EncryptedPackage)")
+                raise UnreadableDocument("encrypted", "password-protected Office file (OLE EncryptedPackage)")
             streams = {"/".join(s) for s in ole.listdir()}
+    except UnreadableDocument:
+        raise
     except Exception as exc:  # damaged OLE
-        return UnreadableDocument("corrupt", f"damaged OLE compound file: {type(exc).__name__}: {exc}")
-    return UnreadableDocument(
+        raise UnreadableDocument("corrupt", f"damaged OLE compound file: {type(exc).__name__}: {exc}") from exc
+    if ext == ".docx" and "WordDocument" in streams:
+        return parse_doc(path)
+    if ext == ".xlsx" and streams & {"Workbook", "Book"}:
+        return parse_xls(path)
+    raise UnreadableDocument(
         "unsupported_format", f"legacy binary Office file with {path.suffix} extension (streams: {sorted(streams)[:5]})"
     )
 
@@ -124,26 +131,33 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
         return parse_pdf(path, ocr_lang=ocr_lang)
     if ext in IMAGE_EXTENSIONS:
         return parse_image(path, ocr_lang=ocr_lang)
-    if ext == ".xls" and not head.startswith(_OLE_MAGIC):
-        return _misnamed_xls(path, head, max_bytes)
+    if ext in _MISNAMED and not head.startswith(_OLE_MAGIC):
+        return _misnamed(path, ext, head, max_bytes)
     if ext in _ZIP_EXTENSIONS:
         if head.startswith(_OLE_MAGIC):
-            raise _ole_kind(path)
+            return _ole_package(path, ext)
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
     return _TEXT_PARSERS[ext](path)
 
 
-def _misnamed_xls(path: pathlib.Path, head: bytes, max_bytes: int) -> ParsedDocument:
-    """A ".xls" that is not an Excel 97-2003 workbook: a renamed .xlsx, or the HTML table that
-    many web systems export under that name (Excel opens both)."""
+def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int) -> ParsedDocument:
+    """A ".doc" or ".xls" that is not an Office 97-2003 file: a renamed .docx/.xlsx, or what web
+    systems and older tools save under those names (RTF as .doc, an HTML page or table as either),
+    all of which Word and Excel open."""
     if zipfile.is_zipfile(path):
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
-        return parse_xlsx(path)
+        return _MISNAMED[ext](path)
+    if ext == ".doc" and looks_like_rtf(head):
+        return parse_rtf(path)
     if b"<table" in head.lower() or b"<html" in head.lower():
         return parse_html(path)
-    raise UnreadableDocument("corrupt", "neither an Excel 97-2003 workbook (OLE2), an .xlsx package nor an HTML table")
+    kind = "Word" if ext == ".doc" else "Excel"
+    raise UnreadableDocument("corrupt", f"neither a {kind} 97-2003 file (OLE2), a {ext}x package, RTF nor HTML")
+
+
+_MISNAMED = {".doc": parse_docx, ".xls": parse_xlsx}
 
 
 def parse_file(

@@ -15,13 +15,14 @@ from striprtf.striprtf import rtf_to_text
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 
-_MAGIC = b"{\\rtf"
+def looks_like_rtf(head: bytes) -> bool:
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf")
 
 
 def parse_rtf(path: Path) -> ParsedDocument:
     """Parse an RTF file into paragraph and table_row blocks (a table's first row is its header)."""
     data = path.read_bytes()
-    if not data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(_MAGIC):
+    if not looks_like_rtf(data[:64]):
         raise UnreadableDocument("corrupt", "no {\\rtf header: not a Rich Text Format file")
     # RTF is 7-bit text; any raw 8-bit byte is read as Latin-1 and left for striprtf's decoding.
     text = rtf_to_text(data.decode("latin-1"), errors="replace")

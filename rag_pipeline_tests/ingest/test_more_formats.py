@@ -1,7 +1,8 @@
-"""Formats beyond the shared corpus's: .tsv, .bmp/.gif/.webp scans, Excel 97-2003 .xls,
-.rtf, OpenDocument (.odt/.ods/.odp) and .epub — each parsed from a real file (the .xls files
-in ``files/``: one from xlrd's own test suite, one written by xlwt; the others written here
-the way their applications lay them out), and indexed and answered from by one real run."""
+"""Formats beyond the shared corpus's: .tsv, .bmp/.gif/.webp scans, Word and Excel 97-2003
+.doc/.xls, .rtf, OpenDocument (.odt/.ods/.odp) and .epub — each parsed from a real file (the
+.doc and .xls files in ``files/``, see its README: saved by Word and Excel, by LibreOffice and
+xlwt; the others written here the way their applications lay them out), and indexed and
+answered from by one real run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import olefile
 import pytest
 from PIL import Image
 
@@ -307,15 +309,49 @@ def test_epub_chapters_in_spine_order_with_headings(tmp_path):
     assert _reason(drm) == "encrypted"
 
 
-# ---------------------------------------------------------------- what stays unsupported
+# ---------------------------------------------------------------- .doc
 
 
-def test_legacy_word_and_powerpoint_say_how_to_convert(tmp_path):
-    doc = tmp_path / "old.doc"
-    doc.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504)
-    with pytest.raises(UnreadableDocument) as info:
-        parse_file(doc)
-    assert info.value.reason == "unsupported_format" and "save it as .docx" in info.value.detail
+def test_doc_reads_as_the_docx_it_was_saved_from():
+    """The same policy as .docx and as Word 97-2003 .doc (LibreOffice's export): the same
+    paragraphs and table rows — merged group labels repeated, the PAGE field's result, not its code."""
+    doc = parse_file(FILES / "差旅报销制度.doc")
+    docx = parse_file(FILES / "差旅报销制度.docx")
+    assert (doc.format, doc.parser, doc.language, doc.title) == ("doc", "olefile", "zh", "差旅报销制度")
+    assert [b.text for b in doc.blocks] == [b.text for b in docx.blocks]
+    assert _rows(doc) == _rows(docx) and _rows(doc)[1] == "城市类别: 一类; 城市: 上海; 住宿（元/晚）: 600; 餐补（元/天）: 150"
+    assert doc.blocks[-1].text == "本页页码：1" and "PAGE" not in doc.text
+    word_saved = parse_file(FILES / "test-ole-file.doc")  # saved by Microsoft Word
+    assert word_saved.text == "Test OLE file, saved as Word 97-2003 Document."
+
+
+def test_doc_password_and_misnamed_files(tmp_path):
+    path = tmp_path / "locked.doc"
+    shutil.copy(FILES / "差旅报销制度.doc", path)
+    with olefile.OleFileIO(str(path), write_mode=True) as ole:  # set the FIB's fEncrypted flag (an injected fault)
+        word = bytearray(ole.openstream("WordDocument").read())
+        word[0x0B] |= 0x01
+        ole.write_stream("WordDocument", bytes(word))
+    assert _reason(path) == "encrypted"
+
+    docx_named_doc = tmp_path / "policy.doc"
+    shutil.copy(FILES / "差旅报销制度.docx", docx_named_doc)
+    doc_named_docx = tmp_path / "policy.docx"
+    shutil.copy(FILES / "差旅报销制度.doc", doc_named_docx)
+    rtf_named_doc = tmp_path / "memo.doc"
+    rtf_named_doc.write_bytes(rb"{\rtf1\ansi{\fonttbl{\f0 Arial;}}\f0 Claims are paid within 10 days.\par}")
+    expected = _rows(parse_file(FILES / "差旅报销制度.docx"))
+    assert _rows(parse_file(docx_named_doc)) == expected and _rows(parse_file(doc_named_docx)) == expected
+    assert parse_file(rtf_named_doc).text == "Claims are paid within 10 days."
+
+
+def test_powerpoint_97_and_wps_files_say_how_to_convert(tmp_path):
+    for name, hint in (("deck.ppt", "save it as .pptx or .odp"), ("notes.wps", "save it as .docx")):
+        path = tmp_path / name
+        path.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504)
+        with pytest.raises(UnreadableDocument) as info:
+            parse_file(path)
+        assert info.value.reason == "unsupported_format" and hint in info.value.detail
 
 
 # ---------------------------------------------------------------- indexed and answered
@@ -323,7 +359,7 @@ def test_legacy_word_and_powerpoint_say_how_to_convert(tmp_path):
 
 def test_new_formats_are_indexed_by_a_real_run_and_answered_with_citations(tmp_path):
     """One real Dagster run over a folder of the new formats (real model, LanceDB on disk):
-    every file indexed with its format, and questions answered from the .xls, .odt and .epub."""
+    every file indexed with its format, and questions answered from the .xls, .doc, .odt and .epub."""
     from rag_pipeline.query import RagIndex
     from rag_pipeline.query.sql import connect
     from rag_pipeline_tests.indexing import run_index
@@ -331,6 +367,7 @@ def test_new_formats_are_indexed_by_a_real_run_and_answered_with_citations(tmp_p
     raw = tmp_path / "raw"
     raw.mkdir()
     shutil.copy(FILES / "员工名册.xls", raw)
+    shutil.copy(FILES / "差旅报销制度.doc", raw)
     _odf(raw / "travel.odt", _TRAVEL_ODT, title="Travel policy 2026")
     _epub(raw / "guide.epub", _GUIDE_CHAPTERS, spine=["ch1", "ch2"])
     (raw / "centers.tsv").write_text("City\tAddress\nBerlin\tInvalidenstraße 7, Mitte\n", encoding="utf-8")
@@ -338,10 +375,12 @@ def test_new_formats_are_indexed_by_a_real_run_and_answered_with_citations(tmp_p
     assert report["success"], report["failures"]
     con = connect(tmp_path / "lake", admin=True)
     formats = dict(con.sql("SELECT source, format FROM documents").fetchall())
-    assert formats == {"员工名册.xls": "xls", "travel.odt": "odt", "guide.epub": "epub", "centers.tsv": "tsv"}
+    assert formats == {"员工名册.xls": "xls", "差旅报销制度.doc": "doc", "travel.odt": "odt", "guide.epub": "epub",
+                       "centers.tsv": "tsv"}
     index = RagIndex.open(tmp_path / "lake")
     for question, fact, source in [
         ("李娜的入职日期是什么？", "2021-07-15", "员工名册.xls"),
+        ("去杭州出差，每晚住宿标准是多少元？", "450", "差旅报销制度.doc"),
         ("What is the daily allowance in Germany?", "EUR 28", "travel.odt"),
         ("入职第一天在哪里领取工牌？", "前台", "guide.epub"),
     ]:

@@ -1,0 +1,283 @@
+"""Word 97-2003 documents (.doc) read straight from the binary format ([MS-DOC]) with olefile.
+
+The text of a .doc lies in its ``WordDocument`` stream as *pieces* (8-bit cp1252 or UTF-16,
+the latter for any Chinese), listed in order by the piece table in the ``0Table``/``1Table``
+stream. Paragraphs end in ``\\r``; a table cell ends in ``\\x07`` and so does a row, whose end
+mark is told from an empty cell's by its paragraph properties (``sprmPFTtp`` in the PAPX
+formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); pictures,
+footnote and comment anchors are dropped. Only the main text is read (headers, footers, footnotes
+and text boxes are not), and headings are not told apart from paragraphs (they are styles).
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import olefile
+
+from rag_pipeline.ingest.blocks import BlockBuilder, make_document
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.sheets import ole_title
+
+_WORD_IDENT = 0xA5EC
+_FC_CLX, _FC_PLCF_BTE_PAPX = 33, 13  # indexes into FibRgFcLcb97
+_SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x2416, 0x2417, 0x244C, 0xD608
+_SPRM_P_HUGE_PAPX = (0x6646, 0x6645)  # the paragraph's properties are too large for its page: in the Data stream
+_CELL, _PARAGRAPH = "\x07", "\r"
+# Characters that stand for something else: anchors of pictures, footnotes, comments (dropped),
+# line and page breaks, the non-breaking and soft hyphens.
+_TRANSLATE = str.maketrans({"\x01": None, "\x02": None, "\x05": None, "\x08": None, "\x0b": "\n", "\x0c": "\r",
+                            "\x0e": "\r", "\x1e": "-", "\x1f": None, "\xa0": " "})
+
+
+@dataclass(frozen=True)
+class _Piece:
+    cp_start: int
+    cp_end: int
+    fc: int  # byte offset of the piece's first character in the WordDocument stream
+    compressed: bool  # one byte a character (cp1252) instead of two (UTF-16LE)
+
+    def fc_of(self, cp: int) -> int:
+        return self.fc + (cp - self.cp_start) * (1 if self.compressed else 2)
+
+
+def _fib(word: bytes) -> tuple[int, bool, int, list[tuple[int, int]]]:
+    """(flags, table stream is 1Table, ccpText, [(fc, lcb)…]) from the File Information Block."""
+    ident, = struct.unpack_from("<H", word, 0)
+    if ident != _WORD_IDENT:
+        raise UnreadableDocument("unsupported_format", f"not a Word 97-2003 document (FIB ident {ident:#06x}; Word 6/95?)")
+    flags, = struct.unpack_from("<H", word, 0x0A)
+    pos = 0x20
+    csw, = struct.unpack_from("<H", word, pos)
+    pos += 2 + 2 * csw
+    cslw, = struct.unpack_from("<H", word, pos)
+    longs = struct.unpack_from(f"<{cslw}i", word, pos + 2)
+    pos += 2 + 4 * cslw
+    pairs, = struct.unpack_from("<H", word, pos)
+    fc_lcb = [struct.unpack_from("<II", word, pos + 2 + 8 * i) for i in range(pairs)]
+    return flags, bool(flags & 0x0200), longs[3], fc_lcb
+
+
+def _pieces(table: bytes, fc: int, lcb: int) -> list[_Piece]:
+    """The piece table (PlcPcd) inside the Clx; leading Prc blocks (property modifiers) skipped."""
+    pos, end = fc, fc + lcb
+    while pos < end and table[pos] == 0x01:
+        size, = struct.unpack_from("<h", table, pos + 1)
+        pos += 3 + size
+    if pos >= end or table[pos] != 0x02:
+        raise UnreadableDocument("corrupt", "the document's piece table is missing or damaged")
+    size, = struct.unpack_from("<I", table, pos + 1)
+    count = (size - 4) // 12
+    cps = struct.unpack_from(f"<{count + 1}I", table, pos + 5)
+    pieces = []
+    for i in range(count):
+        raw_fc, = struct.unpack_from("<I", table, pos + 5 + 4 * (count + 1) + 8 * i + 2)
+        compressed = bool(raw_fc & 0x40000000)
+        offset = raw_fc & 0x3FFFFFFF
+        pieces.append(_Piece(cps[i], cps[i + 1], offset // 2 if compressed else offset, compressed))
+    return pieces
+
+
+def _text(word: bytes, pieces: list[_Piece], cp_end: int) -> str:
+    out = []
+    for p in pieces:
+        if p.cp_start >= cp_end:
+            break
+        n = min(p.cp_end, cp_end) - p.cp_start
+        data = word[p.fc:p.fc + n * (1 if p.compressed else 2)]
+        out.append(data.decode("cp1252", "replace") if p.compressed else data.decode("utf-16-le", "replace"))
+    return "".join(out)
+
+
+def _sprms(grpprl: bytes) -> dict[int, bytes]:
+    """A PAPX's property modifiers: opcode → operand."""
+    found, pos = {}, 0
+    while pos + 2 <= len(grpprl):
+        op, = struct.unpack_from("<H", grpprl, pos)
+        pos += 2
+        spra = op >> 13
+        if spra == 6:  # variable length: a size byte (two for sprmTDefTable)
+            if op == 0xD608 and pos + 2 <= len(grpprl):
+                size = struct.unpack_from("<H", grpprl, pos)[0] - 1
+                pos += 2
+            elif pos < len(grpprl):
+                size = grpprl[pos]
+                pos += 1
+            else:
+                break
+        else:
+            size = {0: 1, 1: 1, 2: 2, 3: 4, 4: 2, 5: 2, 7: 3}[spra]
+        found[op] = grpprl[pos:pos + size]
+        pos += size
+    return found
+
+
+def _flag(sprms: dict[int, bytes], *ops: int) -> bool:
+    return any(sprms.get(op, b"\x00")[:1] == b"\x01" for op in ops)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A table row's cells as laid out: cell i spans [edges[i], edges[i+1]) (twips); a cell
+    that continues a vertical merge from the row above, or a horizontal merge from its left."""
+
+    edges: tuple[int, ...]
+    continues_above: tuple[bool, ...]
+    continues_left: tuple[bool, ...]
+
+
+def _row_layout(operand: bytes) -> _Row | None:
+    """sprmTDefTable's operand: the cell count, the cells' edges, then a TC80 (20 bytes) a cell."""
+    if not operand:
+        return None
+    n = operand[0]
+    if len(operand) < 1 + 2 * (n + 1):
+        return None
+    edges = struct.unpack_from(f"<{n + 1}h", operand, 1)
+    flags = [struct.unpack_from("<H", operand, 1 + 2 * (n + 1) + 20 * i)[0] if 1 + 2 * (n + 1) + 20 * i + 2 <= len(operand) else 0
+             for i in range(n)]
+    return _Row(tuple(edges), tuple((f >> 5) & 3 == 1 for f in flags), tuple(f & 3 == 2 for f in flags))
+
+
+def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -> tuple[list[int], list[tuple[bool, _Row | None]]]:
+    """Paragraph runs from the PAPX formatting pages: sorted end offsets (exclusive) in the
+    WordDocument stream and, for the paragraph ending there, (in a table, the row's layout if
+    it is a row's end mark)."""
+    count = (lcb - 4) // 8
+    if count <= 0:
+        return [], []
+    page_numbers = struct.unpack_from(f"<{count}I", table, fc + 4 * (count + 1))
+    runs: list[tuple[int, tuple[bool, _Row | None]]] = []
+    for pn in page_numbers:
+        page = word[(pn & 0x3FFFFF) * 512:(pn & 0x3FFFFF) * 512 + 512]
+        if len(page) < 512:
+            continue
+        crun = page[511]
+        fcs = struct.unpack_from(f"<{crun + 1}I", page, 0)
+        for i in range(crun):
+            offset = page[4 * (crun + 1) + 13 * i] * 2
+            sprms: dict[int, bytes] = {}
+            if offset:
+                cb = page[offset]
+                start, size = (offset + 2, 2 * page[offset + 1]) if cb == 0 else (offset + 1, 2 * cb - 1)
+                sprms = _sprms(page[start + 2:start + size])  # after the 2-byte style index
+                for op in _SPRM_P_HUGE_PAPX:  # a wide table row's definition does not fit in 512 bytes
+                    if op in sprms and len(sprms[op]) == 4:
+                        at, = struct.unpack("<I", sprms[op])
+                        if at + 2 <= len(data):
+                            sprms |= _sprms(data[at + 2:at + 2 + struct.unpack_from("<H", data, at)[0]])
+            row = None
+            if _flag(sprms, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP):
+                row = _row_layout(sprms.get(_SPRM_T_DEF_TABLE, b"")) or _Row((), (), ())
+            runs.append((fcs[i + 1], (_flag(sprms, _SPRM_P_F_IN_TABLE), row)))
+    runs.sort(key=lambda run: run[0])
+    return [end for end, _ in runs], [props for _, props in runs]
+
+
+def grid_rows(rows: list[tuple[list[str], _Row]]) -> list[list[str]]:
+    """Rows on the table's column grid (every row's cell edges together): a cell spanning
+    several grid columns fills the first and leaves the rest empty, a cell continuing a merge
+    takes the text of the cell it continues (a group label repeated in each row, as for .docx)."""
+    grid = sorted({edge for _, row in rows for edge in row.edges})
+    if len(grid) < 2 or any(len(row.edges) != len(cells) + 1 for cells, row in rows):
+        return [cells for cells, _ in rows]  # no usable layout: the cells as they come
+    out: list[list[str]] = []
+    for cells, row in rows:
+        line = [""] * (len(grid) - 1)
+        for i, text in enumerate(cells):
+            column = grid.index(row.edges[i])
+            if row.continues_above[i] and out:
+                text = text or out[-1][column]
+            elif row.continues_left[i] and column:
+                continue
+            line[column] = text
+        out.append(line)
+    return out
+
+
+_GENERATED_FIELDS = {"TOC", "INDEX", "TOA"}  # tables of contents, indexes: generated from the text itself
+
+
+class _Fields:
+    """Which characters a reader sees where fields (``\\x13 code \\x14 result \\x15``, nested,
+    possibly across paragraphs) stand: a field's result but not its code, and not the result of
+    a table of contents or an index."""
+
+    def __init__(self) -> None:
+        self._stack: list[list] = []  # [code characters, showing the result?]
+
+    def visible(self, ch: str) -> bool:
+        """Feed one character; True if a reader sees it (field marks themselves never)."""
+        if ch == "\x13":
+            self._stack.append([[], False])
+            return False
+        if ch == "\x14" and self._stack:
+            code = "".join(self._stack[-1][0]).split()
+            self._stack[-1][1] = not (code and code[0].upper() in _GENERATED_FIELDS)
+            return False
+        if ch == "\x15" and self._stack:
+            self._stack.pop()
+            return False
+        if self._stack and not self._stack[-1][1]:
+            self._stack[-1][0].append(ch)
+        return all(showing for _, showing in self._stack)
+
+
+def parse_doc(path: Path) -> ParsedDocument:
+    """Parse a Word 97-2003 .doc into paragraph and table_row blocks (a table's first row its header)."""
+    with olefile.OleFileIO(str(path)) as ole:
+        if not ole.exists("WordDocument"):
+            raise UnreadableDocument("unsupported_format", "an OLE file without a WordDocument stream (not a Word document)")
+        word = ole.openstream("WordDocument").read()
+        flags, one_table, ccp_text, fc_lcb = _fib(word)
+        if flags & 0x0100:
+            raise UnreadableDocument("encrypted", "password-protected Word 97-2003 document")
+        table_name = "1Table" if one_table else "0Table"
+        if not ole.exists(table_name):
+            raise UnreadableDocument("corrupt", f"the document's {table_name} stream is missing")
+        table = ole.openstream(table_name).read()
+        data = ole.openstream("Data").read() if ole.exists("Data") else b""
+    pieces = _pieces(table, *fc_lcb[_FC_CLX])
+    ends, props = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
+    piece_starts = [p.cp_start for p in pieces]
+
+    def paragraph_props(cp: int) -> tuple[bool, _Row | None]:
+        """(in a table, the row's layout if a row ends) of the paragraph the mark at ``cp`` ends."""
+        piece = pieces[bisect.bisect_right(piece_starts, cp) - 1]
+        i = bisect.bisect_right(ends, piece.fc_of(cp))
+        return props[i] if i < len(props) else (False, None)
+
+    builder = BlockBuilder()
+    rows: list[tuple[list[str], _Row]] = []
+    cell: list[str] = []  # paragraphs of the cell being read
+    cells: list[str] = []  # cells of the row being read
+    current: list[str] = []  # characters since the last paragraph or cell end
+    fields = _Fields()
+    for cp, ch in enumerate(_text(word, pieces, ccp_text)):
+        if not fields.visible(ch):
+            continue
+        if ch not in (_CELL, _PARAGRAPH, "\x0c"):
+            current.append(ch)
+            continue
+        text = "".join(current).translate(_TRANSLATE).strip()
+        current = []
+        in_table, row_end = paragraph_props(cp)
+        if ch == _CELL and row_end is not None:
+            rows.append((cells, row_end))
+            cells = []
+        elif ch == _CELL or in_table:
+            cell.append(text)
+            if ch == _CELL:
+                cells.append("\n".join(t for t in cell if t))
+                cell = []
+        else:
+            if rows:
+                builder.add_table(grid_rows(rows))
+                rows = []
+            builder.add(text)
+    if rows:
+        builder.add_table(grid_rows(rows))
+    return make_document(builder, format="doc", parser="olefile", title=ole_title(path))
