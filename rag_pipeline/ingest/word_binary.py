@@ -5,8 +5,9 @@ the latter for any Chinese), listed in order by the piece table in the ``0Table`
 stream. Paragraphs end in ``\\r``; a table cell ends in ``\\x07`` and so does a row, whose end
 mark is told from an empty cell's by its paragraph properties (``sprmPFTtp`` in the PAPX
 formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); pictures,
-footnote and comment anchors are dropped. Only the main text is read (headers, footers, footnotes
-and text boxes are not), and headings are not told apart from paragraphs (they are styles).
+footnote and comment anchors are dropped. Headings are paragraphs in the built-in heading styles
+(or with an outline level of their own). Only the main text is read (headers, footers, footnotes
+and text boxes are not).
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.sheets import ole_title
 
 _WORD_IDENT = 0xA5EC
-_FC_CLX, _FC_PLCF_BTE_PAPX = 33, 13  # indexes into FibRgFcLcb97
+_FC_STSHF, _FC_CLX, _FC_PLCF_BTE_PAPX = 1, 33, 13  # indexes into FibRgFcLcb97
 _SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x2416, 0x2417, 0x244C, 0xD608
+_SPRM_P_OUT_LVL = 0x2640  # a paragraph's own outline level (0-8; 9 = body text)
+_SPRM_P_ILFO = 0x460B  # the paragraph's list (0: none)
+_STI_TITLE = 62
 _SPRM_P_HUGE_PAPX = (0x6646, 0x6645)  # the paragraph's properties are too large for its page: in the Data stream
 _CELL, _PARAGRAPH = "\x07", "\r"
 # Characters that stand for something else: anchors of pictures, footnotes, comments (dropped),
@@ -142,15 +146,46 @@ def _row_layout(operand: bytes) -> _Row | None:
     return _Row(tuple(edges), tuple((f >> 5) & 3 == 1 for f in flags), tuple(f & 3 == 2 for f in flags))
 
 
-def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -> tuple[list[int], list[tuple[bool, _Row | None]]]:
+@dataclass(frozen=True)
+class _Paragraph:
+    """What the formatting pages say of a paragraph: in a table, the row's layout if it is a
+    row's end mark, its style (istd), its own outline level (None: the style's), in a list."""
+
+    in_table: bool = False
+    row: _Row | None = None
+    istd: int = 0
+    outline: int | None = None
+    listed: bool = False
+
+
+def heading_styles(table: bytes, fc: int, lcb: int) -> dict[int, int]:
+    """Style index → heading level for the built-in "heading 1"-"heading 9" styles (sti 1-9,
+    whatever the style is called in the document's language; 0 for "Title"), read from the
+    stylesheet."""
+    if lcb < 6:
+        return {}
+    header_size, count = struct.unpack_from("<HH", table, fc)
+    pos, end, levels = fc + 2 + header_size, fc + lcb, {}
+    for istd in range(count):
+        if pos + 2 > end:
+            break
+        size, = struct.unpack_from("<H", table, pos)
+        if size >= 2:
+            sti = struct.unpack_from("<H", table, pos + 2)[0] & 0x0FFF
+            if 1 <= sti <= 9 or sti == _STI_TITLE:
+                levels[istd] = 0 if sti == _STI_TITLE else sti
+        pos += 2 + size
+    return levels
+
+
+def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -> tuple[list[int], list[_Paragraph]]:
     """Paragraph runs from the PAPX formatting pages: sorted end offsets (exclusive) in the
-    WordDocument stream and, for the paragraph ending there, (in a table, the row's layout if
-    it is a row's end mark)."""
+    WordDocument stream and what they say of the paragraph ending there."""
     count = (lcb - 4) // 8
     if count <= 0:
         return [], []
     page_numbers = struct.unpack_from(f"<{count}I", table, fc + 4 * (count + 1))
-    runs: list[tuple[int, tuple[bool, _Row | None]]] = []
+    runs: list[tuple[int, _Paragraph]] = []
     for pn in page_numbers:
         page = word[(pn & 0x3FFFFF) * 512:(pn & 0x3FFFFF) * 512 + 512]
         if len(page) < 512:
@@ -160,10 +195,12 @@ def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -
         for i in range(crun):
             offset = page[4 * (crun + 1) + 13 * i] * 2
             sprms: dict[int, bytes] = {}
+            istd = 0
             if offset:
                 cb = page[offset]
                 start, size = (offset + 2, 2 * page[offset + 1]) if cb == 0 else (offset + 1, 2 * cb - 1)
-                sprms = _sprms(page[start + 2:start + size])  # after the 2-byte style index
+                istd, = struct.unpack_from("<H", page, start)
+                sprms = _sprms(page[start + 2:start + size])
                 for op in _SPRM_P_HUGE_PAPX:  # a wide table row's definition does not fit in 512 bytes
                     if op in sprms and len(sprms[op]) == 4:
                         at, = struct.unpack("<I", sprms[op])
@@ -172,9 +209,11 @@ def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -
             row = None
             if _flag(sprms, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP):
                 row = _row_layout(sprms.get(_SPRM_T_DEF_TABLE, b"")) or _Row((), (), ())
-            runs.append((fcs[i + 1], (_flag(sprms, _SPRM_P_F_IN_TABLE), row)))
+            level = sprms.get(_SPRM_P_OUT_LVL, b"")[:1]
+            listed = sprms.get(_SPRM_P_ILFO, b"\x00\x00") != b"\x00\x00"
+            runs.append((fcs[i + 1], _Paragraph(_flag(sprms, _SPRM_P_F_IN_TABLE), row, istd, level[0] if level else None, listed)))
     runs.sort(key=lambda run: run[0])
-    return [end for end, _ in runs], [props for _, props in runs]
+    return [end for end, _ in runs], [paragraph for _, paragraph in runs]
 
 
 def grid_rows(rows: list[tuple[list[str], _Row]]) -> list[list[str]]:
@@ -241,14 +280,15 @@ def parse_doc(path: Path) -> ParsedDocument:
         table = ole.openstream(table_name).read()
         data = ole.openstream("Data").read() if ole.exists("Data") else b""
     pieces = _pieces(table, *fc_lcb[_FC_CLX])
-    ends, props = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
+    ends, paragraphs = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
+    levels = heading_styles(table, *fc_lcb[_FC_STSHF])
     piece_starts = [p.cp_start for p in pieces]
 
-    def paragraph_props(cp: int) -> tuple[bool, _Row | None]:
-        """(in a table, the row's layout if a row ends) of the paragraph the mark at ``cp`` ends."""
+    def paragraph_at(cp: int) -> _Paragraph:
+        """The paragraph that the mark at ``cp`` ends."""
         piece = pieces[bisect.bisect_right(piece_starts, cp) - 1]
         i = bisect.bisect_right(ends, piece.fc_of(cp))
-        return props[i] if i < len(props) else (False, None)
+        return paragraphs[i] if i < len(paragraphs) else _Paragraph()
 
     builder = BlockBuilder()
     rows: list[tuple[list[str], _Row]] = []
@@ -264,11 +304,11 @@ def parse_doc(path: Path) -> ParsedDocument:
             continue
         text = "".join(current).translate(_TRANSLATE).strip()
         current = []
-        in_table, row_end = paragraph_props(cp)
-        if ch == _CELL and row_end is not None:
-            rows.append((cells, row_end))
+        paragraph = paragraph_at(cp)
+        if ch == _CELL and paragraph.row is not None:
+            rows.append((cells, paragraph.row))
             cells = []
-        elif ch == _CELL or in_table:
+        elif ch == _CELL or paragraph.in_table:
             cell.append(text)
             if ch == _CELL:
                 cells.append("\n".join(t for t in cell if t))
@@ -277,7 +317,13 @@ def parse_doc(path: Path) -> ParsedDocument:
             if rows:
                 builder.add_table(grid_rows(rows))
                 rows = []
-            builder.add(text)
+            level = paragraph.outline + 1 if paragraph.outline is not None and paragraph.outline < 9 else None
+            if level is None and paragraph.outline is None:
+                level = levels.get(paragraph.istd)
+            if level:
+                builder.heading(text, level)
+            else:
+                builder.add(text, "title" if level == 0 else "list_item" if paragraph.listed else "paragraph")
     if rows:
         builder.add_table(grid_rows(rows))
     return make_document(builder, format="doc", parser="olefile", title=ole_title(path))

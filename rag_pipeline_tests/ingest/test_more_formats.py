@@ -314,11 +314,13 @@ def test_epub_chapters_in_spine_order_with_headings(tmp_path):
 
 def test_doc_reads_as_the_docx_it_was_saved_from():
     """The same policy as .docx and as Word 97-2003 .doc (LibreOffice's export): the same
-    paragraphs and table rows — merged group labels repeated, the PAGE field's result, not its code."""
+    headings (by their built-in styles), paragraphs and table rows — merged group labels
+    repeated, the PAGE field's result, not its code."""
     doc = parse_file(FILES / "差旅报销制度.doc")
     docx = parse_file(FILES / "差旅报销制度.docx")
     assert (doc.format, doc.parser, doc.language, doc.title) == ("doc", "olefile", "zh", "差旅报销制度")
-    assert [b.text for b in doc.blocks] == [b.text for b in docx.blocks]
+    assert [(b.kind, b.text, b.heading_path) for b in doc.blocks] == [(b.kind, b.text, b.heading_path) for b in docx.blocks]
+    assert doc.blocks[2].kind == "heading" and doc.blocks[3].heading_path == ("差旅报销制度", "住宿与餐补标准")
     assert _rows(doc) == _rows(docx) and _rows(doc)[1] == "城市类别: 一类; 城市: 上海; 住宿（元/晚）: 600; 餐补（元/天）: 150"
     assert doc.blocks[-1].text == "本页页码：1" and "PAGE" not in doc.text
     word_saved = parse_file(FILES / "test-ole-file.doc")  # saved by Microsoft Word
