@@ -24,6 +24,7 @@ from rag_pipeline.ingest.plain_text import parse_txt
 from rag_pipeline.ingest.rich_text import looks_like_rtf, parse_rtf
 from rag_pipeline.ingest.sheets import parse_xls, parse_xlsx
 from rag_pipeline.ingest.slides import parse_pptx
+from rag_pipeline.ingest.slides_binary import parse_ppt
 from rag_pipeline.ingest.web import parse_html
 from rag_pipeline.ingest.word import parse_docx
 from rag_pipeline.ingest.word_binary import parse_doc
@@ -35,6 +36,7 @@ _ZIP_EXTENSIONS = _OOXML_EXTENSIONS | {".odt", ".ods", ".odp", ".epub"}
 _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".docx": parse_docx,
     ".pptx": parse_pptx,
+    ".ppt": parse_ppt,
     ".xlsx": parse_xlsx,
     ".xls": parse_xls,
     ".doc": parse_doc,
@@ -56,7 +58,6 @@ SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(IMAG
 
 # Formats read by no parser here, with what their owner can do about it.
 _CONVERT_HINTS = {
-    ".ppt": " (PowerPoint 97-2003: save it as .pptx or .odp)",
     ".wps": " (WPS Writer: save it as .docx)",
     ".et": " (WPS Spreadsheets: save it as .xlsx)",
     ".dps": " (WPS Presentation: save it as .pptx)",
@@ -73,8 +74,8 @@ def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
     """An OLE compound file where OOXML (a zip) was expected.
 
     Office writes password-protected .docx/.xlsx/.pptx as an OLE container holding
-    "EncryptionInfo" and "EncryptedPackage"; a Word or Excel 97-2003 file saved under the new
-    extension is read as what it is; anything else (a .ppt) is not read.
+    "EncryptionInfo" and "EncryptedPackage"; a Word, Excel or PowerPoint 97-2003 file saved
+    under the new extension is read as what it is; any other OLE file is not read.
     """
     try:
         with olefile.OleFileIO(str(path)) as ole:
@@ -89,6 +90,8 @@ def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
         return parse_doc(path)
     if ext == ".xlsx" and streams & {"Workbook", "Book"}:
         return parse_xls(path)
+    if ext == ".pptx" and "PowerPoint Document" in streams:
+        return parse_ppt(path)
     raise UnreadableDocument(
         "unsupported_format", f"legacy binary Office file with {path.suffix} extension (streams: {sorted(streams)[:5]})"
     )

@@ -19,8 +19,8 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDo
 # 3: pages OCR'd right side up, per-page OCR confidence in ``ocr_pages``; 4: vertical Chinese
 # pages read in columns, tables stacked in one worksheet folded under their own headers;
 # 5: OCR blocks carry their paragraph's confidence, paragraphs read well at another angle added;
-# 6: ocr_pages record the share of the page's text ink read; 7: .xls, .odt/.ods/.odp, .rtf, .epub,
-# .tsv and .bmp/.gif/.webp are read, where a cached outcome says "not supported").
+# 6: ocr_pages record the share of the page's text ink read; 7: .doc, .ppt, .xls, .odt/.ods/.odp,
+# .rtf, .epub, .tsv and .bmp/.gif/.webp are read, where a cached outcome says "not supported").
 PARSE_CACHE_VERSION = 7
 
 

@@ -1,0 +1,161 @@
+"""PowerPoint 97-2003 presentations (.ppt) read straight from the binary format ([MS-PPT]).
+
+The "PowerPoint Document" stream is a tree of records. The current state of the file is found
+through the "Current User" stream's last edit and its persist directory (older edits a fast
+save left behind are never read); the document's slide list gives the slides in order with
+their placeholders' text (title, body), and each slide's drawing holds the text of its other
+text boxes and its tables' cells (as text boxes); a slide's notes page holds its speaker notes.
+Text is UTF-16 (``TextCharsAtom``) or 8-bit Latin-1 (``TextBytesAtom``); ``\\r`` ends a
+paragraph, ``\\x0b`` breaks a line.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import olefile
+
+from rag_pipeline.ingest.blocks import BlockBuilder, make_document
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+
+_DOCUMENT, _SLIDE, _SLIDE_ATOM, _NOTES = 0x03E8, 0x03EE, 0x03EF, 0x03F0
+_SLIDE_PERSIST, _SLIDE_LIST = 0x03F3, 0x0FF0
+_TEXT_HEADER, _TEXT_CHARS, _TEXT_BYTES = 0x0F9F, 0x0FA0, 0x0FA8
+_USER_EDIT, _PERSIST_DIRECTORY = 0x0FF5, 0x1772
+_TITLES = {0, 6}  # TextHeaderAtom types: title, centre title
+_BULLETED = {1, 7, 8}  # body, half body, quarter body: bulleted by the master
+_NOTES_TEXT = 2
+
+
+def _records(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(type, instance, body start, body end) of the records in [start, end), in order."""
+    pos = start
+    while pos + 8 <= end:
+        ver_inst, kind, size = struct.unpack_from("<HHI", data, pos)
+        body = pos + 8
+        if body + size > end:
+            return
+        yield kind, ver_inst >> 4, body, body + size
+        pos = body + size
+
+
+def _is_container(data: bytes, start: int) -> bool:
+    return data[start - 8] & 0x0F == 0x0F
+
+
+def _walk(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """Every record under [start, end), depth first, in file order."""
+    for kind, inst, body, stop in _records(data, start, end):
+        yield kind, inst, body, stop
+        if _is_container(data, body):
+            yield from _walk(data, body, stop)
+
+
+def _texts(data: bytes, start: int, end: int) -> list[tuple[int, str]]:
+    """(text type, text) of every text atom under [start, end), typed by the header before it."""
+    out, text_type = [], 4  # 4: "other"
+    for kind, _, body, stop in _walk(data, start, end):
+        if kind == _TEXT_HEADER and stop - body >= 4:
+            text_type, = struct.unpack_from("<I", data, body)
+        elif kind == _TEXT_CHARS:
+            out.append((text_type, data[body:stop].decode("utf-16-le", "replace")))
+        elif kind == _TEXT_BYTES:
+            out.append((text_type, data[body:stop].decode("latin-1")))
+    return out
+
+
+def _persist_offsets(doc: bytes, edit: int) -> tuple[dict[int, int], int]:
+    """Persist id → record offset, newest edit first, and the document's persist id."""
+    offsets: dict[int, int] = {}
+    document_ref, seen = None, set()
+    while edit and edit not in seen and edit + 8 + 28 <= len(doc):
+        seen.add(edit)
+        if struct.unpack_from("<H", doc, edit + 2)[0] != _USER_EDIT:
+            raise UnreadableDocument("corrupt", "the presentation's edit chain points at no edit record")
+        last_edit, directory, doc_ref = struct.unpack_from("<III", doc, edit + 8 + 8)
+        document_ref = doc_ref if document_ref is None else document_ref
+        dir_kind, = struct.unpack_from("<H", doc, directory + 2)
+        size, = struct.unpack_from("<I", doc, directory + 4)
+        if dir_kind != _PERSIST_DIRECTORY:
+            raise UnreadableDocument("corrupt", "the presentation's persist directory is missing")
+        pos, stop = directory + 8, directory + 8 + size
+        while pos + 4 <= stop:
+            entry, = struct.unpack_from("<I", doc, pos)
+            first, count = entry & 0xFFFFF, entry >> 20
+            for i in range(count):
+                offsets.setdefault(first + i, struct.unpack_from("<I", doc, pos + 4 + 4 * i)[0])
+            pos += 4 + 4 * count
+        edit = last_edit
+    if document_ref is None or document_ref not in offsets:
+        raise UnreadableDocument("corrupt", "the presentation names no document record")
+    return offsets, document_ref
+
+
+def _body(doc: bytes, offset: int, kind: int) -> tuple[int, int] | None:
+    if offset + 8 > len(doc) or struct.unpack_from("<H", doc, offset + 2)[0] != kind:
+        return None
+    return offset + 8, offset + 8 + struct.unpack_from("<I", doc, offset + 4)[0]
+
+
+def _add_text(builder: BlockBuilder, text: str, page: int, kind: str) -> None:
+    for paragraph in text.replace("\x0b", "\n").split("\r"):
+        builder.add(paragraph, kind, page=page)
+
+
+def parse_ppt(path: Path) -> ParsedDocument:
+    """Parse a PowerPoint 97-2003 .ppt: one page a slide, its title the heading, then its other
+    text (placeholders, text boxes, table cells) and its speaker notes as ``notes`` blocks."""
+    with olefile.OleFileIO(str(path)) as ole:
+        if ole.exists("EncryptedSummary"):
+            raise UnreadableDocument("encrypted", "password-protected PowerPoint 97-2003 presentation")
+        if not (ole.exists("PowerPoint Document") and ole.exists("Current User")):
+            raise UnreadableDocument("unsupported_format", "an OLE file without a PowerPoint Document stream (not a presentation)")
+        doc = ole.openstream("PowerPoint Document").read()
+        user = ole.openstream("Current User").read()
+    edit, = struct.unpack_from("<I", user, 8 + 8)
+    offsets, document_ref = _persist_offsets(doc, edit)
+    document = _body(doc, offsets[document_ref], _DOCUMENT)
+    if document is None:
+        raise UnreadableDocument("corrupt", "the presentation's document record is damaged")
+    slides: list[tuple[int, list[tuple[int, str]]]] = []  # (slide persist id, placeholder texts)
+    notes_pages: dict[int, int] = {}  # notes id → its persist id
+    for kind, inst, body, stop in _records(doc, *document):
+        if kind == _SLIDE_LIST and inst == 0:
+            for sub, _, sub_body, sub_stop in _records(doc, body, stop):
+                if sub == _SLIDE_PERSIST:
+                    slides.append((struct.unpack_from("<I", doc, sub_body)[0], []))
+                elif sub in (_TEXT_HEADER, _TEXT_CHARS, _TEXT_BYTES) and slides:
+                    slides[-1][1].extend(_texts(doc, sub_body - 8, sub_stop))
+        elif kind == _SLIDE_LIST and inst == 2:
+            for sub, _, sub_body, sub_stop in _records(doc, body, stop):
+                if sub == _SLIDE_PERSIST and sub_stop - sub_body >= 16:
+                    persist_id, _, _, notes_id = struct.unpack_from("<IIII", doc, sub_body)
+                    notes_pages[notes_id] = persist_id
+    builder = BlockBuilder()
+    for page, (persist_id, placeholders) in enumerate(slides, start=1):
+        builder.reset_headings()
+        slide = _body(doc, offsets.get(persist_id, len(doc)), _SLIDE)
+        drawn = _texts(doc, *slide) if slide else []
+        texts = placeholders + drawn
+        for text_type, text in texts:
+            if text_type in _TITLES:
+                builder.heading(text.replace("\x0b", " ").replace("\r", " "), 1, page=page)
+        for text_type, text in texts:
+            if text_type not in _TITLES and text_type != _NOTES_TEXT:
+                _add_text(builder, text, page, "list_item" if text_type in _BULLETED else "paragraph")
+        notes_id = _notes_id(doc, slide) if slide else 0
+        notes = _body(doc, offsets.get(notes_pages.get(notes_id, -1), len(doc)), _NOTES) if notes_id else None
+        for text_type, text in _texts(doc, *notes) if notes else []:
+            if text_type == _NOTES_TEXT:
+                _add_text(builder, text, page, "notes")
+    return make_document(builder, format="ppt", parser="olefile", page_count=len(slides), title=builder.first_heading)
+
+
+def _notes_id(doc: bytes, slide: tuple[int, int]) -> int:
+    """The id of a slide's notes page (SlideAtom.notesIdRef; 0: none)."""
+    for kind, _, body, stop in _records(doc, *slide):
+        if kind == _SLIDE_ATOM and stop - body >= 20:
+            return struct.unpack_from("<I", doc, body + 16)[0]
+    return 0
