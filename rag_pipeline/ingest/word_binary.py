@@ -24,6 +24,7 @@ from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.sheets import ole_title
 
 _WORD_IDENT = 0xA5EC
+_OLDER_WORD_IDENTS = {0xA5DC, 0xA5DB}  # Word 6.0/95, Word 2.0
 _FC_STSHF, _FC_CLX, _FC_PLCF_BTE_PAPX = 1, 33, 13  # indexes into FibRgFcLcb97
 _SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x2416, 0x2417, 0x244C, 0xD608
 _SPRM_P_OUT_LVL = 0x2640  # a paragraph's own outline level (0-8; 9 = body text)
@@ -51,8 +52,10 @@ class _Piece:
 def _fib(word: bytes) -> tuple[int, bool, int, list[tuple[int, int]]]:
     """(flags, table stream is 1Table, ccpText, [(fc, lcb)…]) from the File Information Block."""
     ident, = struct.unpack_from("<H", word, 0)
+    if ident in _OLDER_WORD_IDENTS:
+        raise UnreadableDocument("unsupported_format", "a Word 6.0/95 document (before Word 97): save it as .docx")
     if ident != _WORD_IDENT:
-        raise UnreadableDocument("unsupported_format", f"not a Word 97-2003 document (FIB ident {ident:#06x}; Word 6/95?)")
+        raise UnreadableDocument("corrupt", f"the WordDocument stream does not start with a Word file header (ident {ident:#06x})")
     flags, = struct.unpack_from("<H", word, 0x0A)
     pos = 0x20
     csw, = struct.unpack_from("<H", word, pos)
@@ -70,6 +73,8 @@ def _pieces(table: bytes, fc: int, lcb: int) -> list[_Piece]:
     pos, end = fc, fc + lcb
     while pos < end and table[pos] == 0x01:
         size, = struct.unpack_from("<h", table, pos + 1)
+        if size < 0:
+            raise UnreadableDocument("corrupt", "the document's piece table is damaged")
         pos += 3 + size
     if pos >= end or table[pos] != 0x02:
         raise UnreadableDocument("corrupt", "the document's piece table is missing or damaged")

@@ -362,6 +362,31 @@ def test_ppt_reads_as_the_pptx_it_was_saved_from(tmp_path):
     assert parse_file(ppt_named_pptx).text == ppt.text
 
 
+@pytest.mark.parametrize("name", ["差旅报销制度.doc", "季度经营回顾.ppt", "员工名册.xls", "travel.odt", "guide.epub"])
+def test_a_damaged_file_of_each_new_format_is_quarantined_not_crashed(tmp_path, name):
+    """Cut in half, or with its middle overwritten: a quarantine reason, never a hang or a crash."""
+    source = tmp_path / "source" / name
+    source.parent.mkdir()
+    if name.endswith(".odt"):
+        _odf(source, _TRAVEL_ODT)
+    elif name.endswith(".epub"):
+        _epub(source, _GUIDE_CHAPTERS, ["ch1", "ch2"])
+    else:
+        shutil.copy(FILES / name, source)
+    data = source.read_bytes()
+    cut, scrambled = tmp_path / f"cut{source.suffix}", tmp_path / f"scrambled{source.suffix}"
+    cut.write_bytes(data[: len(data) // 2])
+    middle = len(data) // 3
+    scrambled.write_bytes(data[:middle] + bytes((i * 37) % 251 for i in range(len(data) // 3)) + data[2 * middle:])
+    for path in (cut, scrambled):
+        try:
+            doc = parse_file(path)
+        except UnreadableDocument as exc:
+            assert exc.reason in {"corrupt", "no_text"}, (path.name, exc)
+        else:  # a binary file can lose only text it did not need: what is read is still text
+            assert doc.blocks and doc.format == source.suffix.lstrip(".")
+
+
 def test_wps_files_say_how_to_convert(tmp_path):
     for name, hint in (("notes.wps", "save it as .docx"), ("sheet.et", "save it as .xlsx")):
         path = tmp_path / name
