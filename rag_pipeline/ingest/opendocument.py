@@ -10,6 +10,7 @@ Annotations (review comments) and the note citations are not the author's text a
 
 from __future__ import annotations
 
+import datetime as dt
 import zipfile
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from lxml import etree
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.sheets import cell_text
 
 _NS = {
     "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
@@ -73,6 +75,24 @@ def _repeat(el: etree._Element, attr: str, has_text: bool) -> int:
     return min(int(el.get(_q(attr), "1")), MAX_REPEAT) if has_text else 1
 
 
+def cell_value(cell: etree._Element) -> str:
+    """A cell's value as the .xlsx reader renders the same cell (``sheets.cell_text``): a number
+    by its value (168000, not the displayed "168,000" or "¥168,000.00"), a date in ISO form;
+    text as written."""
+    kind = cell.get(_q("office:value-type"))
+    try:
+        if kind in ("float", "percentage", "currency"):
+            return cell_text(float(cell.get(_q("office:value"))))
+        if kind == "date":
+            value = dt.datetime.fromisoformat(cell.get(_q("office:date-value")))
+            return cell_text(value)
+        if kind == "boolean":
+            return cell_text(cell.get(_q("office:boolean-value")) == "true")
+    except (TypeError, ValueError):  # a value attribute missing or malformed: the displayed text
+        pass
+    return "\n".join(inline_text(p) for p in cell.iter(*_PARAGRAPHS)).strip()
+
+
 def table_rows(table: etree._Element) -> list[list[str]]:
     """A table's rows of cell texts; repeated rows and cells expanded (empty ones once),
     header rows and row groups read in order, trailing empty cells and rows trimmed."""
@@ -84,7 +104,7 @@ def table_rows(table: etree._Element) -> list[list[str]]:
         for cell in row:
             if cell.tag not in (_q("table:table-cell"), _q("table:covered-table-cell")):
                 continue
-            text = "\n".join(inline_text(p) for p in cell.iter(*_PARAGRAPHS)).strip()
+            text = cell_value(cell)
             cells.extend([text] * _repeat(cell, "table:number-columns-repeated", bool(text)))
         while cells and not cells[-1]:
             cells.pop()

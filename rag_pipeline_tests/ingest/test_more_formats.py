@@ -213,14 +213,15 @@ def test_odt_headings_lists_tables_spaces_and_footnotes(tmp_path):
 
 def test_ods_sheets_and_repeated_cells_without_blowing_up(tmp_path):
     """LibreOffice pads a sheet to 1,048,576 rows and 16,384 columns with repeated empty cells."""
-    pad_cells = '<table:table-cell table:number-columns-repeated="16382"/>'
+    pad_cells = '<table:table-cell table:number-columns-repeated="16381"/>'
     body = (
         '<office:spreadsheet><table:table table:name="价格表">'
         f"<table:table-row><table:table-cell><text:p>型号</text:p></table:table-cell>"
-        f"<table:table-cell><text:p>单价</text:p></table:table-cell>{pad_cells}</table:table-row>"
-        f"<table:table-row><table:table-cell><text:p>R500</text:p></table:table-cell>"
-        f'<table:table-cell office:value-type="float" office:value="168000"><text:p>168,000</text:p></table:table-cell>{pad_cells}'
-        "</table:table-row>"
+        f"<table:table-cell><text:p>单价</text:p></table:table-cell><table:table-cell><text:p>上市</text:p></table:table-cell>"
+        f"{pad_cells}</table:table-row><table:table-row><table:table-cell><text:p>R500</text:p></table:table-cell>"
+        f'<table:table-cell office:value-type="currency" office:currency="CNY" office:value="168000"><text:p>¥168,000.00</text:p>'
+        '</table:table-cell><table:table-cell office:value-type="date" office:date-value="2026-03-01"><text:p>2026年3月1日</text:p>'
+        f"</table:table-cell>{pad_cells}</table:table-row>"
         '<table:table-row table:number-rows-repeated="1048574"><table:table-cell table:number-columns-repeated="16384"/></table:table-row>'
         '</table:table><table:table table:name="Notes"><table:table-row>'
         '<table:table-cell table:number-columns-repeated="2"><text:p>n/a</text:p></table:table-cell>'
@@ -229,7 +230,7 @@ def test_ods_sheets_and_repeated_cells_without_blowing_up(tmp_path):
     doc = parse_file(_odf(tmp_path / "prices.ods", body))
     assert (doc.format, doc.page_count) == ("ods", 2)
     assert [(b.kind, b.text, b.page, b.sheet) for b in doc.blocks] == [
-        ("table_row", "型号: R500; 单价: 168,000", 1, "价格表"),
+        ("table_row", "型号: R500; 单价: 168000; 上市: 2026-03-01", 1, "价格表"),  # values, as .xlsx gives them
         ("paragraph", "n/a n/a", 2, "Notes"),
     ]
 
