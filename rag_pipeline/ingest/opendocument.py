@@ -95,8 +95,11 @@ def cell_value(cell: etree._Element) -> str:
 
 def table_rows(table: etree._Element) -> list[list[str]]:
     """A table's rows of cell texts; repeated rows and cells expanded (empty ones once),
-    header rows and row groups read in order, trailing empty cells and rows trimmed."""
+    header rows and row groups read in order, trailing empty cells and rows trimmed. A cell
+    merged down over the rows below fills them (a group label repeated in each row it covers,
+    as for .docx and .xlsx); one merged across leaves the columns it covers empty."""
     rows: list[list[str]] = []
+    merged_down: dict[int, tuple[str, int]] = {}  # column -> (text, rows still covered)
     for row in table.iter(_q("table:table-row")):
         if row.getparent() is not None and _ancestor_table(row) is not table:
             continue  # a row of a table nested in a cell: read as that cell's text
@@ -104,7 +107,16 @@ def table_rows(table: etree._Element) -> list[list[str]]:
         for cell in row:
             if cell.tag not in (_q("table:table-cell"), _q("table:covered-table-cell")):
                 continue
-            text = cell_value(cell)
+            column = len(cells)
+            if cell.tag == _q("table:covered-table-cell") and column in merged_down:
+                text, left = merged_down.pop(column)
+                if left > 1:
+                    merged_down[column] = (text, left - 1)
+            else:
+                text = cell_value(cell)
+                spanned = int(cell.get(_q("table:number-rows-spanned")) or 1)
+                if spanned > 1 and text:
+                    merged_down[column] = (text, spanned - 1)
             cells.extend([text] * _repeat(cell, "table:number-columns-repeated", bool(text)))
         while cells and not cells[-1]:
             cells.pop()

@@ -211,6 +211,21 @@ def test_odt_headings_lists_tables_spaces_and_footnotes(tmp_path):
     assert _reason(_odf(tmp_path / "secret.odt", _TRAVEL_ODT, encrypted=True)) == "encrypted"
 
 
+def test_odt_table_cells_merged_down_fill_the_rows_they_cover(tmp_path):
+    def cell(text: str, attrs: str = "") -> str:
+        return f"<table:table-cell {attrs}><text:p>{text}</text:p></table:table-cell>"
+
+    covered, down, across = "<table:covered-table-cell/>", 'table:number-rows-spanned="2"', 'table:number-columns-spanned="2"'
+    body = ("<office:text><table:table>"
+            f"<table:table-row>{cell('城市类别')}{cell('城市')}{cell('住宿')}</table:table-row>"
+            f"<table:table-row>{cell('一类', down)}{cell('北京')}{cell('600')}</table:table-row>"
+            f"<table:table-row>{covered}{cell('上海')}{cell('600')}</table:table-row>"
+            f"<table:table-row>{cell('二类')}{cell('杭州 成都', across)}{covered}</table:table-row>"
+            "</table:table></office:text>")
+    assert _rows(parse_file(_odf(tmp_path / "hotels.odt", body))) == [
+        "城市类别: 一类; 城市: 北京; 住宿: 600", "城市类别: 一类; 城市: 上海; 住宿: 600", "城市类别: 二类; 城市: 杭州 成都"]
+
+
 def test_ods_sheets_and_repeated_cells_without_blowing_up(tmp_path):
     """LibreOffice pads a sheet to 1,048,576 rows and 16,384 columns with repeated empty cells."""
     pad_cells = '<table:table-cell table:number-columns-repeated="16381"/>'
