@@ -4,7 +4,8 @@ The "PowerPoint Document" stream is a tree of records. The current state of the 
 through the "Current User" stream's last edit and its persist directory (older edits a fast
 save left behind are never read); the document's slide list gives the slides in order with
 their placeholders' text (title, body), and each slide's drawing holds the text of its other
-text boxes and its tables' cells (as text boxes); a slide's notes page holds its speaker notes.
+text boxes and its tables (a group of one text box a cell, read back onto rows and columns by
+where the boxes lie); a slide's notes page holds its speaker notes.
 Text is UTF-16 (``TextCharsAtom``) or 8-bit Latin-1 (``TextBytesAtom``); ``\\r`` ends a
 paragraph, ``\\x0b`` breaks a line.
 """
@@ -27,6 +28,8 @@ _USER_EDIT, _PERSIST_DIRECTORY = 0x0FF5, 0x1772
 _TITLES = {0, 6}  # TextHeaderAtom types: title, centre title
 _BULLETED = {1, 7, 8}  # body, half body, quarter body: bulleted by the master
 _NOTES_TEXT = 2
+_TABLE = -1  # not a text type: a table's rows
+_GROUP, _SHAPE, _CHILD_ANCHOR, _CLIENT_TEXTBOX = 0xF003, 0xF004, 0xF00F, 0xF00D  # OfficeArt drawing records
 
 
 def _records(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
@@ -63,6 +66,48 @@ def _texts(data: bytes, start: int, end: int) -> list[tuple[int, str]]:
             out.append((text_type, data[body:stop].decode("utf-16-le", "replace")))
         elif kind == _TEXT_BYTES:
             out.append((text_type, data[body:stop].decode("latin-1")))
+    return out
+
+
+def _grid(data: bytes, start: int, end: int) -> list[list[str]] | None:
+    """A group of shapes that is a table: its cells' text on the rows and columns their anchors
+    line up on, or None. A .ppt keeps a table as a group of one text box a cell (and the
+    borders as lines); the group says nothing more a reader could rely on."""
+    cells = {}
+    for kind, _, body, stop in _records(data, start, end):
+        if kind != _SHAPE:
+            continue
+        anchor = text = None
+        for sub, _, sub_body, sub_stop in _records(data, body, stop):
+            if sub == _CHILD_ANCHOR and sub_stop - sub_body >= 16:
+                anchor = struct.unpack_from("<4i", data, sub_body)
+            elif sub == _CLIENT_TEXTBOX:
+                text = " ".join(t.replace("\x0b", " ").replace("\r", " ").strip() for _, t in _texts(data, sub_body, sub_stop))
+        if anchor and text is not None and anchor[2] > anchor[0] and anchor[3] > anchor[1]:
+            if (anchor[1], anchor[0]) in cells:
+                return None  # two boxes at one place: not a table
+            cells[(anchor[1], anchor[0])] = (anchor[3], text)
+    tops, lefts = sorted({top for top, _ in cells}), sorted({left for _, left in cells})
+    if len(cells) < 4 or len(tops) < 2 or len(lefts) < 2 or len(cells) < len(tops) * len(lefts) / 2:
+        return None
+    rows = [[""] * len(lefts) for _ in tops]
+    for (top, left), (bottom, text) in cells.items():
+        for row in (i for i, t in enumerate(tops) if top <= t < bottom):  # a cell merged down fills its rows
+            rows[row][lefts.index(left)] = text
+    return rows
+
+
+def _shapes(data: bytes, start: int, end: int) -> list[tuple[int, str | list[list[str]]]]:
+    """What a slide's drawing holds, in order: (text type, text), or (_TABLE, rows) for a group
+    of shapes laid out as a table."""
+    out: list = []
+    for kind, _, body, stop in _records(data, start, end):
+        if kind == _GROUP and (rows := _grid(data, body, stop)) is not None:
+            out.append((_TABLE, rows))
+        elif kind == _CLIENT_TEXTBOX:  # a text box: its header types the text atoms after it
+            out.extend(_texts(data, body, stop))
+        elif _is_container(data, body):
+            out.extend(_shapes(data, body, stop))
     return out
 
 
@@ -137,13 +182,15 @@ def parse_ppt(path: Path) -> ParsedDocument:
     for page, (persist_id, placeholders) in enumerate(slides, start=1):
         builder.reset_headings()
         slide = _body(doc, offsets.get(persist_id, len(doc)), _SLIDE)
-        drawn = _texts(doc, *slide) if slide else []
+        drawn = _shapes(doc, *slide) if slide else []
         texts = placeholders + drawn
         for text_type, text in texts:
             if text_type in _TITLES:
                 builder.heading(text.replace("\x0b", " ").replace("\r", " "), 1, page=page)
         for text_type, text in texts:
-            if text_type not in _TITLES and text_type != _NOTES_TEXT:
+            if text_type == _TABLE:
+                builder.add_table(text, page=page)
+            elif text_type not in _TITLES and text_type != _NOTES_TEXT:
                 _add_text(builder, text, page, "list_item" if text_type in _BULLETED else "paragraph")
         notes_id = _notes_id(doc, slide) if slide else 0
         notes = _body(doc, offsets.get(notes_pages.get(notes_id, -1), len(doc)), _NOTES) if notes_id else None

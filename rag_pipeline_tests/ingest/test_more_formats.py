@@ -365,11 +365,13 @@ def test_doc_password_and_misnamed_files(tmp_path):
 
 def test_ppt_reads_as_the_pptx_it_was_saved_from(tmp_path):
     """The same deck as .pptx and as PowerPoint 97-2003 .ppt (LibreOffice's export): slide by
-    slide the same titles (headings), text and speaker notes."""
+    slide the same titles (headings), text, table rows (a group of text boxes in the .ppt) and
+    speaker notes."""
     ppt = parse_file(FILES / "季度经营回顾.ppt")
     pptx = parse_file(FILES / "季度经营回顾.pptx")
-    assert (ppt.format, ppt.parser, ppt.page_count, ppt.title) == ("ppt", "olefile", 3, "2026年第三季度经营回顾")
+    assert (ppt.format, ppt.parser, ppt.page_count, ppt.title) == ("ppt", "olefile", 4, "2026年第三季度经营回顾")
     assert [(b.page, b.text) for b in ppt.blocks] == [(b.page, b.text) for b in pptx.blocks]
+    assert _rows(ppt) == _rows(pptx) and _rows(ppt)[1] == "大区: 华东; 产品: X-2000; 出货（台）: 65"  # merged down
     for kind in ("heading", "notes"):
         assert [b.text for b in ppt.blocks if b.kind == kind] == [b.text for b in pptx.blocks if b.kind == kind]
     assert [b.heading_path for b in ppt.blocks if b.kind == "notes"] == [("收入与利润",), ("Outlook for Q4",)]
