@@ -9,12 +9,12 @@ import re
 import zipfile
 from pathlib import Path
 
-import olefile
 import openpyxl
 import xlrd
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.ole import ole_title
 
 
 # WPS stores a picture placed in a cell as the formula =DISPIMG("ID_...",1) with that same
@@ -163,21 +163,3 @@ def parse_xls(path: Path) -> ParsedDocument:
     finally:
         book.release_resources()
     return make_document(builder, format="xls", parser="xlrd", page_count=len(names), title=ole_title(path), warnings=notes)
-
-
-def ole_title(path: Path) -> str | None:
-    """The title an OLE2 Office file keeps in its SummaryInformation stream (bytes in the
-    stream's code page), if any."""
-    try:
-        with olefile.OleFileIO(str(path)) as ole:
-            meta = ole.get_metadata()
-    except Exception:  # no or damaged summary stream: the title is optional
-        return None
-    raw = meta.title
-    if isinstance(raw, bytes):
-        codepage = (meta.codepage or 1252) & 0xFFFF
-        try:
-            raw = raw.decode({65001: "utf-8", 1200: "utf-16-le"}.get(codepage, f"cp{codepage}"))
-        except (LookupError, UnicodeDecodeError):
-            raw = raw.decode("latin-1")
-    return (raw or "").strip("\x00 ") or None

@@ -20,6 +20,7 @@ import olefile
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.ole import ole_title
 
 _DOCUMENT, _SLIDE, _SLIDE_ATOM, _NOTES = 0x03E8, 0x03EE, 0x03EF, 0x03F0
 _SLIDE_PERSIST, _SLIDE_LIST = 0x03F3, 0x0FF0
@@ -197,7 +198,8 @@ def parse_ppt(path: Path) -> ParsedDocument:
         for text_type, text in _texts(doc, *notes) if notes else []:
             if text_type == _NOTES_TEXT:
                 _add_text(builder, text, page, "notes")
-    return make_document(builder, format="ppt", parser="olefile", page_count=len(slides), title=builder.first_heading)
+    return make_document(builder, format="ppt", parser="olefile", page_count=len(slides),
+                         title=builder.first_heading or ole_title(path))
 
 
 def _notes_id(doc: bytes, slide: tuple[int, int]) -> int:

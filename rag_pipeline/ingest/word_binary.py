@@ -21,7 +21,7 @@ import olefile
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
-from rag_pipeline.ingest.sheets import ole_title
+from rag_pipeline.ingest.ole import ole_title
 
 _WORD_IDENT = 0xA5EC
 _OLDER_WORD_IDENTS = {0xA5DC, 0xA5DB}  # Word 6.0/95, Word 2.0
@@ -32,10 +32,11 @@ _SPRM_P_ILFO = 0x460B  # the paragraph's list (0: none)
 _STI_TITLE = 62
 _SPRM_P_HUGE_PAPX = (0x6646, 0x6645)  # the paragraph's properties are too large for its page: in the Data stream
 _CELL, _PARAGRAPH = "\x07", "\r"
+_SECTION = "\x0c"  # a page or section break: ends its paragraph too
 # Characters that stand for something else: anchors of pictures, footnotes, comments (dropped),
-# line and page breaks, the non-breaking and soft hyphens.
-_TRANSLATE = str.maketrans({"\x01": None, "\x02": None, "\x05": None, "\x08": None, "\x0b": "\n", "\x0c": "\r",
-                            "\x0e": "\r", "\x1e": "-", "\x1f": None, "\xa0": " "})
+# line and column breaks, the non-breaking and soft hyphens.
+_TRANSLATE = str.maketrans({"\x01": None, "\x02": None, "\x05": None, "\x08": None, "\x0b": "\n", "\x0e": "\n",
+                            "\x1e": "-", "\x1f": None, "\xa0": " "})
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ def parse_doc(path: Path) -> ParsedDocument:
     for cp, ch in enumerate(_text(word, pieces, ccp_text)):
         if not fields.visible(ch):
             continue
-        if ch not in (_CELL, _PARAGRAPH, "\x0c"):
+        if ch not in (_CELL, _PARAGRAPH, _SECTION):
             current.append(ch)
             continue
         text = "".join(current).translate(_TRANSLATE).strip()
