@@ -22,6 +22,7 @@ import olefile
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ole import ole_title
+from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
 
 _WORD_IDENT = 0xA5EC
 _OLDER_WORD_IDENTS = {0xA5DC, 0xA5DB}  # Word 6.0/95, Word 2.0
@@ -129,17 +130,7 @@ def _flag(sprms: dict[int, bytes], *ops: int) -> bool:
     return any(sprms.get(op, b"\x00")[:1] == b"\x01" for op in ops)
 
 
-@dataclass(frozen=True)
-class _Row:
-    """A table row's cells as laid out: cell i spans [edges[i], edges[i+1]) (twips); a cell
-    that continues a vertical merge from the row above, or a horizontal merge from its left."""
-
-    edges: tuple[int, ...]
-    continues_above: tuple[bool, ...]
-    continues_left: tuple[bool, ...]
-
-
-def _row_layout(operand: bytes) -> _Row | None:
+def _row_layout(operand: bytes) -> RowLayout | None:
     """sprmTDefTable's operand: the cell count, the cells' edges, then a TC80 (20 bytes) a cell."""
     if not operand:
         return None
@@ -149,7 +140,7 @@ def _row_layout(operand: bytes) -> _Row | None:
     edges = struct.unpack_from(f"<{n + 1}h", operand, 1)
     flags = [struct.unpack_from("<H", operand, 1 + 2 * (n + 1) + 20 * i)[0] if 1 + 2 * (n + 1) + 20 * i + 2 <= len(operand) else 0
              for i in range(n)]
-    return _Row(tuple(edges), tuple((f >> 5) & 3 == 1 for f in flags), tuple(f & 3 == 2 for f in flags))
+    return RowLayout(tuple(edges), tuple((f >> 5) & 3 == 1 for f in flags), tuple(f & 3 == 2 for f in flags))
 
 
 @dataclass(frozen=True)
@@ -158,7 +149,7 @@ class _Paragraph:
     row's end mark, its style (istd), its own outline level (None: the style's), in a list."""
 
     in_table: bool = False
-    row: _Row | None = None
+    row: RowLayout | None = None
     istd: int = 0
     outline: int | None = None
     listed: bool = False
@@ -214,33 +205,12 @@ def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -
                             sprms |= _sprms(data[at + 2:at + 2 + struct.unpack_from("<H", data, at)[0]])
             row = None
             if _flag(sprms, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP):
-                row = _row_layout(sprms.get(_SPRM_T_DEF_TABLE, b"")) or _Row((), (), ())
+                row = _row_layout(sprms.get(_SPRM_T_DEF_TABLE, b"")) or RowLayout((), (), ())
             level = sprms.get(_SPRM_P_OUT_LVL, b"")[:1]
             listed = sprms.get(_SPRM_P_ILFO, b"\x00\x00") != b"\x00\x00"
             runs.append((fcs[i + 1], _Paragraph(_flag(sprms, _SPRM_P_F_IN_TABLE), row, istd, level[0] if level else None, listed)))
     runs.sort(key=lambda run: run[0])
     return [end for end, _ in runs], [paragraph for _, paragraph in runs]
-
-
-def grid_rows(rows: list[tuple[list[str], _Row]]) -> list[list[str]]:
-    """Rows on the table's column grid (every row's cell edges together): a cell spanning
-    several grid columns fills the first and leaves the rest empty, a cell continuing a merge
-    takes the text of the cell it continues (a group label repeated in each row, as for .docx)."""
-    grid = sorted({edge for _, row in rows for edge in row.edges})
-    if len(grid) < 2 or any(len(row.edges) != len(cells) + 1 for cells, row in rows):
-        return [cells for cells, _ in rows]  # no usable layout: the cells as they come
-    out: list[list[str]] = []
-    for cells, row in rows:
-        line = [""] * (len(grid) - 1)
-        for i, text in enumerate(cells):
-            column = grid.index(row.edges[i])
-            if row.continues_above[i] and out:
-                text = text or out[-1][column]
-            elif row.continues_left[i] and column:
-                continue
-            line[column] = text
-        out.append(line)
-    return out
 
 
 _GENERATED_FIELDS = {"TOC", "INDEX", "TOA"}  # tables of contents, indexes: generated from the text itself
@@ -297,7 +267,7 @@ def parse_doc(path: Path) -> ParsedDocument:
         return paragraphs[i] if i < len(paragraphs) else _Paragraph()
 
     builder = BlockBuilder()
-    rows: list[tuple[list[str], _Row]] = []
+    rows: list[tuple[list[str], RowLayout]] = []
     cell: list[str] = []  # paragraphs of the cell being read
     cells: list[str] = []  # cells of the row being read
     current: list[str] = []  # characters since the last paragraph or cell end

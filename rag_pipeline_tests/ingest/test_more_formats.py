@@ -121,18 +121,36 @@ def test_rtf_chinese_code_page_unicode_escapes_and_a_table(tmp_path):
     path = tmp_path / "年假制度.rtf"
     path.write_bytes(rtf.encode("ascii"))
     doc = parse_file(path)
-    assert (doc.format, doc.parser, doc.language) == ("rtf", "striprtf", "zh")
+    assert (doc.format, doc.parser, doc.language) == ("rtf", "rtf", "zh")
     assert [(b.kind, b.text) for b in doc.blocks] == [
         ("paragraph", "年假制度"),
         ("paragraph", "员工入职满一年后，每年享有带薪年假十天。 “OK”"),
         ("table_row", "职级: P5; 天数: 15"),
     ]
+    # Chinese text from an English-locale Word: \ansicpg1252, but the font's charset is GB2312
+    mixed = tmp_path / "mixed.rtf"
+    mixed.write_bytes((r"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0\fswiss Arial;}{\f1\fnil\fcharset134 \'cb\'ce\'cc\'e5;}}"
+                       r"{\info{\title Leave}}\f0 Annual leave: {\f1 " + _rtf_bytes("年假十天", "gbk") + r"}.\par}").encode("ascii"))
+    assert parse_file(mixed).text == "Annual leave: 年假十天."
+    fields = tmp_path / "fields.rtf"  # a field shows its result; a table of contents is generated text
+    fields.write_bytes(rb'{\rtf1\ansi{\field{\*\fldinst TOC \\o "1-3"}{\fldrslt Leave 1\par Travel 2\par}}'
+                       rb"Leave\par See page {\field{\*\fldinst PAGE}{\fldrslt 3}}.\par}")
+    assert [b.text for b in parse_file(fields).blocks] == ["Leave", "See page 3."]
     english = tmp_path / "memo.rtf"
     english.write_bytes(rb"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0 Calibri;}}\f0 The caf\'e9 opens at 8:00.\par}")
     assert parse_file(english).text == "The café opens at 8:00."
     not_rtf = tmp_path / "fake.rtf"
     not_rtf.write_text("plain words under an .rtf name")
     assert _reason(not_rtf) == "corrupt"
+
+
+def test_rtf_reads_as_the_docx_it_was_saved_from():
+    """LibreOffice's RTF of the policy: the same headings (from its style sheet), paragraphs and
+    table rows (merged cells on the column grid) as the .docx, and its Unicode title."""
+    rtf = parse_file(FILES / "差旅报销制度.rtf")
+    docx = parse_file(FILES / "差旅报销制度.docx")
+    assert [(b.kind, b.text, b.heading_path) for b in rtf.blocks] == [(b.kind, b.text, b.heading_path) for b in docx.blocks]
+    assert rtf.title == "差旅报销制度" and _rows(rtf)[1] == "城市类别: 一类; 城市: 上海; 住宿（元/晚）: 600; 餐补（元/天）: 150"
 
 
 # ---------------------------------------------------------------- OpenDocument
@@ -380,7 +398,7 @@ def test_ppt_reads_as_the_pptx_it_was_saved_from(tmp_path):
     assert parse_file(ppt_named_pptx).text == ppt.text
 
 
-@pytest.mark.parametrize("name", ["差旅报销制度.doc", "季度经营回顾.ppt", "员工名册.xls", "travel.odt", "guide.epub"])
+@pytest.mark.parametrize("name", ["差旅报销制度.doc", "季度经营回顾.ppt", "员工名册.xls", "差旅报销制度.rtf", "travel.odt", "guide.epub"])
 def test_a_damaged_file_of_each_new_format_is_quarantined_not_crashed(tmp_path, name):
     """Cut in half, or with its middle overwritten: a quarantine reason, never a hang or a crash."""
     source = tmp_path / "source" / name
