@@ -78,6 +78,23 @@ class _RowDefinition:
     pending_above: bool = False
     pending_left: bool = False
 
+    def define(self, word: bytes, param: int) -> None:
+        """A row-definition word: the row's left edge, a cell's merge flags, then its right edge."""
+        if word == b"trleft":
+            self.left = param
+        elif word == b"clvmrg":
+            self.pending_above = True
+        elif word == b"clmrg":
+            self.pending_left = True
+        else:  # cellx
+            self.edges.append(param)
+            self.above.append(self.pending_above)
+            self.left_merge.append(self.pending_left)
+            self.pending_above = self.pending_left = False
+
+
+_ROW_WORDS = {b"trleft", b"clvmrg", b"clmrg", b"cellx"}
+
 
 class _Reader:
     def __init__(self) -> None:
@@ -200,17 +217,8 @@ class _Reader:
             self.end_row()
         elif word == b"trowd":
             self.row = _RowDefinition()
-        elif word == b"trleft":
-            self.row.left = param or 0
-        elif word == b"clvmrg":
-            self.row.pending_above = True
-        elif word == b"clmrg":
-            self.row.pending_left = True
-        elif word == b"cellx":
-            self.row.edges.append(param or 0)
-            self.row.above.append(self.row.pending_above)
-            self.row.left_merge.append(self.row.pending_left)
-            self.row.pending_above = self.row.pending_left = False
+        elif word in _ROW_WORDS:
+            self.row.define(word, param or 0)
         elif word == b"f":
             group.font = param
         elif word == b"uc":
