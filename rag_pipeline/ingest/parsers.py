@@ -31,13 +31,17 @@ from rag_pipeline.ingest.word_binary import parse_doc
 
 __all__ = ["SUPPORTED_EXTENSIONS", "OcrEngineError", "parse_file"]
 
-_OOXML_EXTENSIONS = {".docx", ".pptx", ".xlsx"}
+# OOXML by family: documents, macro-enabled files, templates, slide shows
+_WORD_EXTENSIONS = {".docx", ".docm", ".dotx", ".dotm"}
+_EXCEL_EXTENSIONS = {".xlsx", ".xlsm", ".xltx", ".xltm"}
+_POWERPOINT_EXTENSIONS = {".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"}
+_OOXML_EXTENSIONS = _WORD_EXTENSIONS | _EXCEL_EXTENSIONS | _POWERPOINT_EXTENSIONS
 _ZIP_EXTENSIONS = _OOXML_EXTENSIONS | {".odt", ".ods", ".odp", ".epub"}
 _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
-    ".docx": parse_docx,
-    ".pptx": parse_pptx,
+    **dict.fromkeys(_WORD_EXTENSIONS, parse_docx),
+    **dict.fromkeys(_POWERPOINT_EXTENSIONS, parse_pptx),
+    **dict.fromkeys(_EXCEL_EXTENSIONS, parse_xlsx),
     ".ppt": parse_ppt,
-    ".xlsx": parse_xlsx,
     ".xls": parse_xls,
     ".doc": parse_doc,
     ".odt": parse_opendocument,
@@ -86,11 +90,11 @@ def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
         raise
     except Exception as exc:  # damaged OLE
         raise UnreadableDocument("corrupt", f"damaged OLE compound file: {type(exc).__name__}: {exc}") from exc
-    if ext == ".docx" and "WordDocument" in streams:
+    if ext in _WORD_EXTENSIONS and "WordDocument" in streams:
         return parse_doc(path)
-    if ext == ".xlsx" and streams & {"Workbook", "Book"}:
+    if ext in _EXCEL_EXTENSIONS and streams & {"Workbook", "Book"}:
         return parse_xls(path)
-    if ext == ".pptx" and "PowerPoint Document" in streams:
+    if ext in _POWERPOINT_EXTENSIONS and "PowerPoint Document" in streams:
         return parse_ppt(path)
     raise UnreadableDocument(
         "unsupported_format", f"legacy binary Office file with {path.suffix} extension (streams: {sorted(streams)[:5]})"

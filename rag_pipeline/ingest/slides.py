@@ -6,11 +6,12 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-import pptx
 from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
+from pptx.package import Package
+from pptx.parts.presentation import PresentationPart
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
-from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.textutil import squash
 
 # Placeholders that repeat on every slide and carry no content.
@@ -84,7 +85,11 @@ def parse_pptx(path: Path) -> ParsedDocument:
     Date/footer/slide-number placeholders are dropped. Pictures are not OCR'd and charts
     contribute only their title; both are counted in ``warnings``.
     """
-    presentation = pptx.Presentation(str(path))
+    # pptx.Presentation() refuses a template's (.potx) content type; the part is the same
+    part = Package.open(str(path)).main_document_part
+    if not isinstance(part, PresentationPart):
+        raise UnreadableDocument("corrupt", f"not a PowerPoint package: its main part is {part.content_type}")
+    presentation = part.presentation
     builder = BlockBuilder()
     counts = {"pictures": 0, "charts": 0}
     slide_count = 0

@@ -12,13 +12,22 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import docx
+from docx.opc.part import PartFactory
 from docx.oxml.ns import qn
+from docx.package import Package
+from docx.parts.document import DocumentPart
 from docx.text.paragraph import Paragraph
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
-from rag_pipeline.ingest.document import ParsedDocument
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.textutil import squash
+
+# Macro-enabled documents (.docm) and templates (.dotx, .dotm) hold the same main part under
+# other content types; python-docx maps only .docx's to its document part.
+for _content_type in ("application/vnd.ms-word.document.macroEnabled.main+xml",
+                      "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+                      "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"):
+    PartFactory.part_type_for.setdefault(_content_type, DocumentPart)
 
 _HEADING_STYLE = re.compile(r"^(heading|标题)\s*(\d)$", re.I)
 _CONTAINERS = {qn("w:sdt"), qn("w:sdtContent"), qn("w:customXml"), qn("w:smartTag")}
@@ -194,7 +203,10 @@ def parse_docx(path: Path) -> ParsedDocument:
     python-docx and are reported as corrupt by the dispatcher. Embedded pictures are not
     OCR'd; their count is reported in ``warnings``.
     """
-    document = docx.Document(str(path))
+    part = Package.open(str(path)).main_document_part  # docx.Document() refuses all but .docx's content type
+    if not isinstance(part, DocumentPart):
+        raise UnreadableDocument("corrupt", f"not a Word package: its main part is {part.content_type}")
+    document = part.document
     body = document.element.body
     parent = document._body
     builder = BlockBuilder()

@@ -423,6 +423,39 @@ def test_a_damaged_file_of_each_new_format_is_quarantined_not_crashed(tmp_path, 
             assert doc.blocks and doc.format == source.suffix.lstrip(".")
 
 
+_OOXML_VARIANTS = {  # the original's main content type -> its macro-enabled, template and slide-show variants
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml": {
+        ".docm": "application/vnd.ms-word.document.macroEnabled.main+xml",
+        ".dotx": "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+        ".dotm": "application/vnd.ms-word.template.macroEnabledTemplate.main+xml"},
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml": {
+        ".xlsm": "application/vnd.ms-excel.sheet.macroEnabled.main+xml",
+        ".xltx": "application/vnd.openxmlformats-officedocument.spreadsheetml.template.main+xml"},
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml": {
+        ".pptm": "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",
+        ".ppsx": "application/vnd.openxmlformats-officedocument.presentationml.slideshow.main+xml",
+        ".potx": "application/vnd.openxmlformats-officedocument.presentationml.template.main+xml"},
+}
+
+
+@pytest.mark.parametrize("original", [FILES / "差旅报销制度.docx", SAMPLE / "products" / "price_list.xlsx", FILES / "季度经营回顾.pptx"],
+                         ids=["word", "excel", "powerpoint"])
+def test_macro_enabled_templates_and_slide_shows_read_as_their_documents(tmp_path, original):
+    """A .docm/.dotx/.dotm, .xlsm/.xltx, .pptm/.ppsx/.potx is the same package as its document
+    but for the main part's content type (and, for macros, a VBA part the reader ignores)."""
+    expected = [(b.kind, b.text) for b in parse_file(original).blocks]
+    with zipfile.ZipFile(original) as package:
+        members = {info.filename: package.read(info) for info in package.infolist()}
+    types = members["[Content_Types].xml"].decode("utf-8")
+    main = next(ct for ct in _OOXML_VARIANTS if ct in types)
+    for suffix, content_type in _OOXML_VARIANTS[main].items():
+        variant = tmp_path / f"variant{suffix}"
+        with zipfile.ZipFile(variant, "w", zipfile.ZIP_DEFLATED) as package:
+            for name, data in members.items():
+                package.writestr(name, types.replace(main, content_type) if name == "[Content_Types].xml" else data)
+        assert [(b.kind, b.text) for b in parse_file(variant).blocks] == expected, suffix
+
+
 def test_wps_files_say_how_to_convert(tmp_path):
     for name, hint in (("notes.wps", "save it as .docx"), ("sheet.et", "save it as .xlsx")):
         path = tmp_path / name
