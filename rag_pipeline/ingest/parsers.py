@@ -25,7 +25,7 @@ from rag_pipeline.ingest.rich_text import looks_like_rtf, parse_rtf
 from rag_pipeline.ingest.sheets import parse_xls, parse_xlsx
 from rag_pipeline.ingest.slides import parse_pptx
 from rag_pipeline.ingest.slides_binary import parse_ppt
-from rag_pipeline.ingest.web import parse_html
+from rag_pipeline.ingest.web import parse_html, parse_mhtml
 from rag_pipeline.ingest.word import parse_docx
 from rag_pipeline.ingest.word_binary import parse_doc
 
@@ -53,6 +53,8 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".tsv": parse_csv,
     ".html": parse_html,
     ".htm": parse_html,
+    ".mht": parse_mhtml,
+    ".mhtml": parse_mhtml,
     ".md": parse_markdown,
     ".markdown": parse_markdown,
     ".txt": parse_txt,

@@ -20,7 +20,8 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDo
 # pages read in columns, tables stacked in one worksheet folded under their own headers;
 # 5: OCR blocks carry their paragraph's confidence, paragraphs read well at another angle added;
 # 6: ocr_pages record the share of the page's text ink read; 7: .doc, .ppt, .xls, .odt/.ods/.odp,
-# .rtf, .epub, .tsv and .bmp/.gif/.webp are read, where a cached outcome says "not supported").
+# .rtf, .epub, .mht, .tsv, .bmp/.gif/.webp and the .docm/.xlsm/.pptm family are read, where a cached
+# outcome says "not supported").
 PARSE_CACHE_VERSION = 7
 
 

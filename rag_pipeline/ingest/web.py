@@ -8,6 +8,8 @@ layout tables are read as ordinary containers.
 
 from __future__ import annotations
 
+import email
+import email.policy
 import re
 import warnings
 from pathlib import Path
@@ -24,7 +26,7 @@ from bs4 import (
 )
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
-from rag_pipeline.ingest.document import BlockKind, ParsedDocument
+from rag_pipeline.ingest.document import BlockKind, ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.encoding import decode_bytes, encoding_notes
 from rag_pipeline.ingest.language import CJK_CLASS
 from rag_pipeline.ingest.textutil import clean_text, squash
@@ -291,3 +293,20 @@ def parse_html(path: Path) -> ParsedDocument:
         title=first_h1 or page_title or builder.first_heading,
         warnings=encoding_notes(encoding),
     )
+
+
+def parse_mhtml(path: Path) -> ParsedDocument:
+    """A web page saved as one file (.mht/.mhtml: Word's and browsers' "single file web page"):
+    a MIME message whose HTML part (quoted-printable or base64, any charset) is read as a page;
+    the pictures and style sheets beside it are not text."""
+    message = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+    part = next((p for p in message.walk() if p.get_content_type() == "text/html"), None)
+    if part is None:
+        raise UnreadableDocument("corrupt", "no text/html part: not a saved web page")
+    data = part.get_payload(decode=True) or b""
+    text, encoding = decode_bytes(data, declared=part.get_content_charset() or _declared_charset(data))
+    builder = BlockBuilder()
+    soup, first_h1 = blocks_from_html(text, builder)
+    page_title = soup.title.get_text(" ", strip=True) if soup.title else None
+    return make_document(builder, format="mhtml", parser="beautifulsoup", title=first_h1 or page_title or builder.first_heading,
+                         warnings=encoding_notes(encoding))

@@ -44,6 +44,29 @@ def test_tsv_rows_carry_their_header(tmp_path):
                           "城市: Berlin; 地址: Invalidenstraße 7, Mitte; 电话: +49 30 5555 0102"]
 
 
+def test_mhtml_single_file_web_page(tmp_path):
+    """As Word and Internet Explorer save a page: multipart/related, the HTML quoted-printable in
+    GB2312, a picture beside it."""
+    from email.message import EmailMessage
+
+    page = EmailMessage()
+    page.set_content("<html><head><title>报销须知</title></head><body><h1>报销须知</h1>"
+                     "<p>发票须在开具后九十天内提交。</p><table><tr><th>类别</th><th>上限</th></tr>"
+                     "<tr><td>餐费</td><td>150 元/天</td></tr></table></body></html>",
+                     subtype="html", charset="gb2312", cte="quoted-printable")
+    png = tmp_path / "logo.png"
+    Image.new("L", (4, 4), 255).save(png)
+    page.add_related(png.read_bytes(), maintype="image", subtype="png", cid="<logo>")
+    path = tmp_path / "报销须知.mht"
+    path.write_bytes(page.as_bytes())
+    doc = parse_file(path)
+    assert (doc.format, doc.title, doc.language) == ("mhtml", "报销须知", "zh")
+    assert [b.text for b in doc.blocks] == ["报销须知", "发票须在开具后九十天内提交。", "类别: 餐费; 上限: 150 元/天"]
+    not_a_page = tmp_path / "mail.mht"
+    not_a_page.write_bytes(b"Content-Type: text/plain\r\n\r\nhello")
+    assert _reason(not_a_page) == "corrupt"
+
+
 # ---------------------------------------------------------------- images
 
 
