@@ -47,6 +47,12 @@ def looks_like_rtf(head: bytes) -> bool:
     return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{\\rtf")
 
 
+def _paired(text: str) -> str:
+    """A character outside the BMP comes as two ``\\u`` surrogates: joined here (a lone one
+    becomes U+FFFD, never a string that cannot be encoded)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def _codepage_name(codepage: int) -> str:
     return {65001: "utf-8", 10000: "mac_roman"}.get(codepage, f"cp{codepage}")
 
@@ -136,9 +142,14 @@ class _Reader:
         self.text.append(text)
 
     # -- structure
-    def end_paragraph(self) -> None:
-        text = "".join(self.text).strip()
+    def _take_text(self) -> str:
+        """The text read since the last paragraph or cell end."""
+        text = _paired("".join(self.text)).strip()
         self.text = []
+        return text
+
+    def end_paragraph(self) -> None:
+        text = self._take_text()
         if self.paragraph.in_table:
             self.cell.append(text)
             return
@@ -152,8 +163,7 @@ class _Reader:
             self.builder.add(text, "title" if level == 0 else "list_item" if self.paragraph.listed else "paragraph")
 
     def end_cell(self) -> None:
-        self.cell.append("".join(self.text).strip())
-        self.text = []
+        self.cell.append(self._take_text())
         self.cells.append("\n".join(t for t in self.cell if t))
         self.cell = []
 
@@ -211,8 +221,7 @@ class _Reader:
         elif word == b"cell":
             self.end_cell()
         elif word == b"nestcell":
-            self.cell.append("".join(self.text).strip())
-            self.text = []
+            self.cell.append(self._take_text())
         elif word == b"row":
             self.end_row()
         elif word == b"trowd":
@@ -241,8 +250,7 @@ class _Reader:
             if word == b"s":
                 self.entry["style"] = param
             elif word in (b"cs", b"ds", b"ts"):  # character, section, table styles: not paragraphs
-                self.entry["style"] = None
-                self.entry.pop("style")
+                self.entry.pop("style", None)
             elif word == b"outlinelevel":
                 self.entry["outline"] = param
 
@@ -268,7 +276,7 @@ def parse_rtf(path: Path) -> ParsedDocument:
             if group.destination in (b"fonttbl", b"stylesheet") and reader.entry:
                 reader.entry_done(group)
             if group.destination == b"title":  # the last one: {\upr{ANSI title}{\*\ud{Unicode title}}}
-                reader.title = str(reader.entry.pop("name", "")).strip() or reader.title
+                reader.title = _paired(str(reader.entry.pop("name", ""))).strip() or reader.title
             if len(stack) > 1:
                 stack.pop()
             continue

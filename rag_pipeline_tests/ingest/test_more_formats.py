@@ -155,6 +155,9 @@ def test_rtf_chinese_code_page_unicode_escapes_and_a_table(tmp_path):
     mixed.write_bytes((r"{\rtf1\ansi\ansicpg1252{\fonttbl{\f0\fswiss Arial;}{\f1\fnil\fcharset134 \'cb\'ce\'cc\'e5;}}"
                        r"{\info{\title Leave}}\f0 Annual leave: {\f1 " + _rtf_bytes("年假十天", "gbk") + r"}.\par}").encode("ascii"))
     assert parse_file(mixed).text == "Annual leave: 年假十天."
+    astral = tmp_path / "astral.rtf"  # a character outside the BMP as two \u surrogates (𠀀, U+20000)
+    astral.write_bytes(rb"{\rtf1\ansi\uc1 Rare \u-10176?\u-9216? character\par}")
+    assert parse_file(astral).text == "Rare \U00020000 character"
     fields = tmp_path / "fields.rtf"  # a field shows its result; a table of contents is generated text
     fields.write_bytes(rb'{\rtf1\ansi{\field{\*\fldinst TOC \\o "1-3"}{\fldrslt Leave 1\par Travel 2\par}}'
                        rb"Leave\par See page {\field{\*\fldinst PAGE}{\fldrslt 3}}.\par}")
