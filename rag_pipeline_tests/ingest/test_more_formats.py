@@ -1,8 +1,9 @@
-"""Formats beyond the shared corpus's: .tsv, .bmp/.gif/.webp scans, Word and Excel 97-2003
-.doc/.xls, .rtf, OpenDocument (.odt/.ods/.odp) and .epub — each parsed from a real file (the
-.doc and .xls files in ``files/``, see its README: saved by Word and Excel, by LibreOffice and
-xlwt; the others written here the way their applications lay them out), and indexed and
-answered from by one real run."""
+"""Formats beyond the shared corpus's: .tsv, .mht, .bmp/.gif/.webp scans, Word, Excel and
+PowerPoint 97-2003 .doc/.xls/.ppt, .rtf, OpenDocument (.odt/.ods/.odp), .epub and the
+macro-enabled/template/slide-show Office variants — each parsed from a real file (``files/``,
+see its README: saved by Word, Excel, LibreOffice and xlwt; the others written here the way
+their applications lay them out), damaged copies quarantined, and indexed and answered from by
+one real run."""
 
 from __future__ import annotations
 
