@@ -5,7 +5,7 @@
 A generation built from the served one (store.lake.Lake.stage_changes) deletes the changed
 documents' rows, appends their new ones and then indexes the new rows. This builds a chunks-like
 table of `--rows` rows (540k ≈ the chunks of 100k benchmark documents) with the lake's indexes —
-full-text (store.lake.FTS_CONFIG), the filter indexes (FILTER_INDEXES) and, past the ANN threshold,
+full-text (store.lake.fts_config()), the filter indexes (FILTER_INDEXES) and, past the ANN threshold,
 IVF_SQ — then replays `--nights` nights of 1 % churn (1 % of the rows deleted, as many new rows
 appended) from the same base version in two ways:
 
@@ -66,9 +66,9 @@ def rows(start: int, n: int, dim: int, seed: int) -> pa.Table:
 
 def build(root: Path, n: int, dim: int):
     table = lancedb.connect(root).create_table("chunks", data=pa.concat_tables(rows(s, min(50_000, n - s), dim, s) for s in range(0, n, 50_000)))
-    table.create_index("search_text", config=lake_module.FTS_CONFIG, replace=True)
-    for column, index in lake_module.FILTER_INDEXES.items():
-        table.create_index(column, config=index(), replace=True)
+    table.create_index("search_text", config=lake_module.fts_config(), replace=True)
+    for column, kind in lake_module.FILTER_INDEXES.items():
+        table.create_index(column, config=lake_module.index_config(kind), replace=True)
     plan = vector_index_plan(n, AnnPolicy())
     if plan["kind"] != EXACT:
         table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=plan["num_partitions"]), replace=True)

@@ -31,7 +31,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
-import pytesseract
 from PIL import Image, ImageOps
 
 from rag_pipeline.config import child_process_env
@@ -96,8 +95,15 @@ class _ChildEnvironment(Mapping[str, str]):
         return self._view()
 
 
-# pytesseract builds every child's environment from this module global (subprocess_args).
-pytesseract.pytesseract.environ = _ChildEnvironment()  # type: ignore[attr-defined]
+@lru_cache(maxsize=1)
+def pytesseract_module():
+    """pytesseract, imported on first OCR: it imports pandas when installed (~1.5 s on 2 cores),
+    which a process that only loads the definitions (a code server, a `dagster` CLI command)
+    never needs. Every child's environment is built from its module global (subprocess_args)."""
+    import pytesseract
+
+    pytesseract.pytesseract.environ = _ChildEnvironment()  # type: ignore[attr-defined]
+    return pytesseract
 
 
 @dataclass(frozen=True)
@@ -258,6 +264,7 @@ def vertical_language(lang: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def installed_languages() -> frozenset[str]:
+    pytesseract = pytesseract_module()
     try:
         return frozenset(pytesseract.get_languages(config=""))
     except (pytesseract.TesseractNotFoundError, pytesseract.TesseractError):
@@ -283,6 +290,7 @@ def _reads_better(candidate: OcrPage, current: OcrPage) -> bool:
 def detect_rotation(img: Image.Image, timeout: float = OCR_TIMEOUT_S) -> int | None:
     """Tesseract's orientation detection (``--psm 0``): the counter-clockwise turn, in
     degrees, that puts the page upright, or None when it cannot tell (too little text)."""
+    pytesseract = pytesseract_module()
     try:
         osd = pytesseract.image_to_osd(
             img, lang="osd", config="--psm 0", timeout=timeout, output_type=pytesseract.Output.DICT
@@ -348,6 +356,7 @@ def read_page(img: Image.Image, lang: str, timeout: float = OCR_TIMEOUT_S, psm: 
 
 def _image_to_data(img: Image.Image, lang: str, timeout: float, psm: int = 3) -> dict[str, list]:
     """pytesseract's image_to_data, with its failures sorted into engine faults and timeouts."""
+    pytesseract = pytesseract_module()
     try:
         return pytesseract.image_to_data(
             img, lang=lang, config=f"--psm {psm}", timeout=timeout, output_type=pytesseract.Output.DICT

@@ -23,11 +23,9 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from lancedb.index import FTS, Bitmap, BTree, IvfSq, LabelList
 
 from rag_pipeline.faults import failpoint
 from rag_pipeline.store import schema as s
@@ -46,13 +44,33 @@ CACHES_PRUNED_NAME = "caches_pruned.json"  # the newest generation and cache ver
 PUBLISHED_TABLES = (s.DOCUMENTS, s.CHUNKS, s.QUARANTINE)
 # The lifecycle/ACL columns every search pre-filters on (query.filters): indexed, the filter costs
 # both arms almost nothing (bench/scale.py, 100k chunks: keyword arm p50 18 -> 9 ms)
+# (lancedb.index class names: LanceDB is imported only when a table is opened, see lancedb_module)
 FILTER_INDEXES = {
-    "status": Bitmap,
-    "security_level": Bitmap,
-    "department": Bitmap,
-    "access_groups": LabelList,
-    "owner": BTree,
+    "status": "Bitmap",
+    "security_level": "Bitmap",
+    "department": "Bitmap",
+    "access_groups": "LabelList",
+    "owner": "BTree",
 }
+
+
+def lancedb_module():
+    """LanceDB, imported on first use: its import costs ~3.4 s on 2 cores (pandas, its namespace
+    client's validators), and a process that only loads the definitions — a Dagster code server,
+    every `dagster` CLI command, the daemon — never opens a table (bench/README.md, "CLI start-up")."""
+    import lancedb
+    import lancedb.index
+
+    return lancedb
+
+
+def index_config(kind: str, **settings):
+    """A lancedb.index configuration by class name ("Bitmap", "FTS", "IvfSq", ...)."""
+    return getattr(lancedb_module().index, kind)(**settings)
+
+
+def fts_config():
+    return index_config("FTS", **FTS_SETTINGS)
 
 
 class IndexNotFoundError(FileNotFoundError):
@@ -78,7 +96,7 @@ _WRITE_HINTS = {
 }
 
 
-FTS_CONFIG = FTS(
+FTS_SETTINGS = dict(
     base_tokenizer="whitespace",  # text is pre-tokenized by rag_pipeline.text
     lower_case=True,
     stem=False,
@@ -191,7 +209,7 @@ class Lake:
         if self._db is None:
             with self.writing("create the lake folder"):
                 self.lake_dir.mkdir(parents=True, exist_ok=True)
-            self._db = lancedb.connect(str(self.lake_dir))
+            self._db = lancedb_module().connect(str(self.lake_dir))
         return self._db
 
     @contextmanager
@@ -397,9 +415,9 @@ class Lake:
             n_chunks = counted["rows"]
             vector_index = {"kind": EXACT, "rows": n_chunks}
             if n_chunks:
-                written.create_index(s.SEARCH_TEXT_COLUMN, config=FTS_CONFIG, replace=True)
-                for column, index in FILTER_INDEXES.items():
-                    written.create_index(column, config=index(), replace=True)
+                written.create_index(s.SEARCH_TEXT_COLUMN, config=fts_config(), replace=True)
+                for column, kind in FILTER_INDEXES.items():
+                    written.create_index(column, config=index_config(kind), replace=True)
                 vector_index = self._index_vectors(written, n_chunks, ann_policy)
             versions[s.CHUNKS] = written.version
             return self._record_generation(
@@ -489,7 +507,7 @@ class Lake:
         versions[s.QUARANTINE] = self._overwrite(s.QUARANTINE, quarantine)
         written = self.db.create_table(s.TERM_STATS, data=terms, schema=terms.schema, mode="overwrite")
         if terms.num_rows:
-            written.create_index("term", config=BTree(), replace=True)
+            written.create_index("term", config=index_config("BTree"), replace=True)
         versions[s.TERM_STATS] = written.version
         existing = [g["generation"] for g in self.list_generations()]
         manifest = {
@@ -516,7 +534,7 @@ class Lake:
             return plan
         started = time.perf_counter()
         table.create_index(
-            "vector", config=IvfSq(distance_type=plan["metric"], num_partitions=plan["num_partitions"]), replace=True
+            "vector", config=index_config("IvfSq", distance_type=plan["metric"], num_partitions=plan["num_partitions"]), replace=True
         )
         return {**plan, "build_s": round(time.perf_counter() - started, 2)}
 

@@ -182,11 +182,9 @@ def test_osd_names_the_turn_that_rights_a_page():
 
 def test_tesseract_children_run_single_threaded():
     """pytesseract passes its environment to tesseract; OpenMP threads made a page 4x slower."""
-    import pytesseract.pytesseract as pt
+    from rag_pipeline.ingest.ocr import pytesseract_module
 
-    import rag_pipeline.ingest.ocr  # noqa: F401  (installs the child environment)
-
-    assert pt.subprocess_args()["env"]["OMP_THREAD_LIMIT"]
+    assert pytesseract_module().pytesseract.subprocess_args()["env"]["OMP_THREAD_LIMIT"]
 
 
 # The columns of ../shared/corpus/image/text_vertical_words.png, right to left, read by eye.
