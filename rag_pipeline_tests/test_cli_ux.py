@@ -316,6 +316,19 @@ def test_help_imports_no_heavy_library():
     assert proc.returncode == 0 and not names & HEAVY, names & HEAVY
 
 
+def test_loading_the_definitions_imports_no_table_ocr_or_model_library():
+    """What a code server, the daemon and every `dagster` CLI command load first: LanceDB and
+    pytesseract (pandas) were 6.4 of its 7.4 s; the steps import them when they run."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import rag_pipeline.definitions as d; assert d.defs.resolve_job_def('index_job')"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "dagster" in names  # the check reads real import lines
+    assert not names & {"lancedb", "lance", "pytesseract", "pandas", "torch", "sentence_transformers"}, names
+
+
 def test_ask_encodes_the_question_without_torch_or_sentence_transformers(served):
     """A cold `rag ask` encodes its question with the numpy query encoder (embedding/query_encoder.py):
     importing sentence-transformers (scikit-learn, torch, transformers) was ~5 of its ~8 s."""
