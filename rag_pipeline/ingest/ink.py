@@ -18,7 +18,6 @@ from collections.abc import Iterable
 
 import numpy as np
 from PIL import Image
-from scipy import ndimage
 
 Box = tuple[int, int, int, int]  # left, top, width, height in the reading's own frame
 
@@ -45,6 +44,8 @@ def glyph_mask(img: Image.Image, factor: int = 1) -> np.ndarray:
     ink = gray <= _otsu(gray)
     if ink.mean() > 0.5:  # light text on a dark ground
         ink = ~ink
+    from scipy import ndimage  # here, not at module level: loading the definitions need not import it (~0.5 s)
+
     labels, count = ndimage.label(ink)
     if not count:
         return ink
