@@ -56,8 +56,8 @@ FILTER_INDEXES = {
 
 def lancedb_module():
     """LanceDB, imported on first use: its import costs ~3.4 s on 2 cores (pandas, its namespace
-    client's validators), and a process that only loads the definitions — a Dagster code server,
-    every `dagster` CLI command, the daemon — never opens a table (bench/README.md, "CLI start-up")."""
+    client's validators), which loading the definitions — what a Dagster code server, the daemon
+    and every `dagster` CLI command do first — need not pay (bench/README.md, "CLI start-up")."""
     import lancedb
     import lancedb.index
 
