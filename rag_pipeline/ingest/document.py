@@ -44,7 +44,7 @@ class ParsedDocument:
     """A parsed file: ordered blocks plus document-level facts."""
 
     blocks: list[TextBlock]
-    format: str  # pdf, docx, doc, pptx, ppt, xlsx, xls, odt, ods, odp, rtf, epub, csv, tsv, html, mhtml, md, txt, eml, image
+    format: str  # pdf, docx, doc, wordml, pptx, ppt, xlsx, xls, odt, ods, odp, rtf, epub, csv, tsv, html, mhtml, md, txt, eml, image
     parser: str  # which code path produced it, e.g. "pdfplumber", "tesseract"
     language: str = "und"  # zh, en, mixed, und
     page_count: int | None = None

@@ -28,6 +28,7 @@ from rag_pipeline.ingest.slides_binary import parse_ppt
 from rag_pipeline.ingest.web import parse_html, parse_mhtml
 from rag_pipeline.ingest.word import parse_docx
 from rag_pipeline.ingest.word_binary import parse_doc
+from rag_pipeline.ingest.word_xml import looks_like_word_xml, parse_word_xml
 
 __all__ = ["SUPPORTED_EXTENSIONS", "OcrEngineError", "parse_file"]
 
@@ -59,6 +60,7 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".markdown": parse_markdown,
     ".txt": parse_txt,
     ".eml": parse_email,
+    ".xml": parse_word_xml,  # Word 2003 XML only: any other XML is refused by its root element
 }
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(IMAGE_EXTENSIONS) | {".pdf"}
 
@@ -153,17 +155,20 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
 
 def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int) -> ParsedDocument:
     """A ".doc" or ".xls" that is not an Office 97-2003 file: a renamed .docx/.xlsx, or what web
-    systems and older tools save under those names (RTF as .doc, an HTML page or table as either),
-    all of which Word and Excel open."""
+    systems and older tools save under those names (RTF or Word 2003 XML as .doc, an HTML page or
+    table as either), all of which Word and Excel open."""
     if zipfile.is_zipfile(path):
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
         return _MISNAMED[ext](path)
     if ext == ".doc" and looks_like_rtf(head):
         return parse_rtf(path)
+    if ext == ".doc" and looks_like_word_xml(head):
+        return parse_word_xml(path)
     if b"<table" in head.lower() or b"<html" in head.lower():
         return parse_html(path)
-    kind = "Word" if ext == ".doc" else "Excel"
-    raise UnreadableDocument("corrupt", f"neither a {kind} 97-2003 file (OLE2), a {ext}x package, RTF nor HTML")
+    if ext == ".doc":
+        raise UnreadableDocument("corrupt", "neither a Word 97-2003 file (OLE2), a .docx package, RTF, Word 2003 XML nor HTML")
+    raise UnreadableDocument("corrupt", "neither an Excel 97-2003 file (OLE2), a .xlsx package nor HTML")
 
 
 _MISNAMED = {".doc": parse_docx, ".xls": parse_xlsx}

@@ -23,11 +23,18 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDo
 # .rtf, .epub, .mht, .tsv, .bmp/.gif/.webp and the .docm/.xlsm/.pptm family are read, where a cached
 # outcome says "not supported").
 PARSE_CACHE_VERSION = 7
+# A change that touches only some extensions re-parses only their files: an extension's own version,
+# added to the key when set, so every other cached parse stays valid (PARSE_CACHE_VERSION re-parses
+# everything, OCR included). 1: Word 2003 XML is read, as .xml and under .doc.
+EXTENSION_VERSIONS = {".doc": 1, ".xml": 1}
 
 
 def parse_cache_key(sha256: str, ocr_lang: str, suffix: str) -> str:
     """Content, OCR languages and extension: the same bytes named .txt and .exe parse differently."""
-    return hashlib.sha256(f"v{PARSE_CACHE_VERSION}\0{ocr_lang}\0{suffix.lower()}\0{sha256}".encode()).hexdigest()
+    suffix = suffix.lower()
+    own = EXTENSION_VERSIONS.get(suffix)
+    version = f"v{PARSE_CACHE_VERSION}" + (f".{own}" if own else "")
+    return hashlib.sha256(f"{version}\0{ocr_lang}\0{suffix}\0{sha256}".encode()).hexdigest()
 
 
 def parse_key_of(ocr_lang: str) -> Callable[[str, str], str]:

@@ -525,3 +525,92 @@ def test_new_formats_are_indexed_by_a_real_run_and_answered_with_citations(tmp_p
         answer = index.ask(question)
         assert not answer.refused and fact in answer.answer, (question, answer.reason, answer.answer)
         assert answer.citations[0].source == source, (question, answer.citations)
+
+
+# ---------------------------------------------------------------- Word 2003 XML
+
+def test_word_2003_xml_reads_as_the_docx_it_was_saved_from_under_either_name(tmp_path):
+    """LibreOffice's Word 2003 XML of the policy, as .xml and under .doc (as office-automation
+    systems export "Word documents"): the .docx's headings (LibreOffice's "Heading_20_1" style
+    names), paragraphs and title. LibreOffice drops the vertical merges (the merged-down rows have
+    one cell fewer), so those rows are read as the file has them; every other row is the .docx's."""
+    docx = parse_file(FILES / "差旅报销制度.docx")
+    as_doc = tmp_path / "差旅报销制度.doc"
+    shutil.copy(FILES / "差旅报销制度.xml", as_doc)
+    for path in (FILES / "差旅报销制度.xml", as_doc):
+        doc = parse_file(path)
+        assert (doc.format, doc.language, doc.title) == ("wordml", "zh", "差旅报销制度")
+        assert [(b.kind, b.heading_path) for b in doc.blocks] == [(b.kind, b.heading_path) for b in docx.blocks]
+        assert [b.text for b in doc.blocks if b.kind != "table_row"][:-1] == [b.text for b in docx.blocks if b.kind != "table_row"][:-1]
+        rows, expected = _rows(doc), _rows(docx)
+        assert [rows[0], rows[2]] == [expected[0], expected[2]]
+        assert rows[1] == "城市类别: 上海; 城市: 600; 住宿（元/晚）: 150"  # the export's row, cell for cell
+        assert doc.blocks[-1].text.startswith("本页页码：") and "PAGE" not in doc.text
+
+
+_WORDML = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<?mso-application progid="Word.Document"?>\n'
+    '<w:wordDocument xmlns:w="http://schemas.microsoft.com/office/word/2003/wordml" '
+    'xmlns:wx="http://schemas.microsoft.com/office/word/2003/auxHint" xmlns:o="urn:schemas-microsoft-com:office:office">'
+    '<o:DocumentProperties><o:Title>设备清单</o:Title></o:DocumentProperties>'
+    '<w:styles><w:style w:type="paragraph" w:styleId="2"><w:name w:val="heading 2"/><wx:uiName wx:val="标题 2"/></w:style></w:styles>'
+    '<w:body><wx:sect>'
+    '<w:p><w:pPr><w:outlineLvl w:val="0"/></w:pPr><w:r><w:t>机房设备</w:t></w:r></w:p>'
+    '<w:p><w:pPr><w:pStyle w:val="2"/></w:pPr><w:r><w:t>UPS</w:t></w:r></w:p>'
+    '<w:p><w:r><w:t>断电后支撑 </w:t></w:r><w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText> REF x </w:instrText></w:r>'
+    '<w:r><w:fldChar w:fldCharType="separate"/></w:r><w:r><w:t>30</w:t></w:r><w:r><w:fldChar w:fldCharType="end"/></w:r>'
+    '<w:r><w:t> 分钟。</w:t></w:r><w:r><w:footnote><w:p><w:r><w:t>满载时。</w:t></w:r></w:p></w:footnote></w:r></w:p>'
+    '<w:p><w:pPr><w:listPr><w:ilvl w:val="0"/></w:listPr></w:pPr><w:r><w:t>每月自检一次</w:t></w:r></w:p>'
+    '<w:tbl><w:tblGrid><w:gridCol/><w:gridCol/><w:gridCol/></w:tblGrid>'
+    '<w:tr><w:tc><w:p><w:r><w:t>类别</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>型号</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>数量</w:t></w:r></w:p></w:tc></w:tr>'
+    '<w:tr><w:tc><w:tcPr><w:vmerge w:val="restart"/></w:tcPr><w:p><w:r><w:t>电源</w:t></w:r></w:p></w:tc>'
+    '<w:tc><w:p><w:r><w:t>UPS-3K</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>2</w:t></w:r></w:p></w:tc></w:tr>'
+    '<w:tr><w:tc><w:tcPr><w:vmerge/></w:tcPr><w:p/></w:tc>'
+    '<w:tc><w:p><w:r><w:t>PDU-8</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>4</w:t></w:r></w:p></w:tc></w:tr>'
+    '<w:tr><w:tc><w:tcPr><w:gridSpan w:val="3"/></w:tcPr><w:p><w:r><w:t>合计 6 台</w:t></w:r></w:p></w:tc></w:tr>'
+    '</w:tbl></wx:sect></w:body></w:wordDocument>'
+)
+
+
+def test_word_2003_xml_as_word_writes_it(tmp_path):
+    """Word's own markup: an outline level and the English built-in style name (whatever the UI
+    language) make headings; a list item; a field's result without its code; a footnote left out
+    of its sentence; a cell merged down filled from above, one spanning the row repeated."""
+    path = tmp_path / "设备清单.xml"
+    path.write_text(_WORDML, encoding="utf-8")
+    doc = parse_file(path)
+    assert doc.title == "机房设备"  # as the .docx reader: a Title paragraph, else the first heading, else the stored title
+    assert [(b.kind, b.text, b.heading_path) for b in doc.blocks[:4]] == [
+        ("heading", "机房设备", ("机房设备",)),
+        ("heading", "UPS", ("机房设备", "UPS")),
+        ("paragraph", "断电后支撑 30 分钟。", ("机房设备", "UPS")),
+        ("list_item", "每月自检一次", ("机房设备", "UPS")),
+    ]
+    assert _rows(doc)[:2] == ["类别: 电源; 型号: UPS-3K; 数量: 2", "类别: 电源; 型号: PDU-8; 数量: 4"]
+    assert "合计 6 台" in _rows(doc)[2] and "REF" not in doc.text and "满载" not in doc.text
+
+
+def test_xml_that_is_not_word_2003_xml_is_refused_and_a_broken_one_is_corrupt(tmp_path):
+    other = tmp_path / "pom.xml"
+    other.write_text('<?xml version="1.0"?><project><name>not a document</name></project>', encoding="utf-8")
+    assert _reason(other) == "unsupported_format"
+    broken = tmp_path / "cut.doc"
+    broken.write_text(_WORDML[: len(_WORDML) // 2], encoding="utf-8")
+    assert _reason(broken) == "corrupt"
+
+
+def test_an_extension_version_re_parses_only_that_extensions_files():
+    """Reading Word 2003 XML changes what a .doc or .xml parses to; every other cached parse (OCR'd
+    scans and PDFs above all) keeps its key, so an upgrade re-parses only .doc and .xml files."""
+    from rag_pipeline.ingest import serialize
+
+    sha = "ab" * 32
+    keys = {suffix: serialize.parse_cache_key(sha, "eng+chi_sim", suffix) for suffix in (".pdf", ".png", ".doc", ".XML")}
+    unchanged = serialize.EXTENSION_VERSIONS.pop(".doc"), serialize.EXTENSION_VERSIONS.pop(".xml")
+    try:
+        before = {suffix: serialize.parse_cache_key(sha, "eng+chi_sim", suffix) for suffix in keys}
+    finally:
+        serialize.EXTENSION_VERSIONS.update({".doc": unchanged[0], ".xml": unchanged[1]})
+    assert keys[".pdf"] == before[".pdf"] and keys[".png"] == before[".png"]
+    assert keys[".doc"] != before[".doc"] and keys[".XML"] != before[".XML"]
+    assert len(set(keys.values())) == 4

@@ -1,0 +1,159 @@
+"""Word 2003 XML ("WordprocessingML"): one XML file, `<?mso-application progid="Word.Document"?>`.
+
+Word's "Save as XML Document" writes it, and so do office-automation systems and WPS when they
+export a "Word document": many save it under `.doc`, which Word opens by its content. Read into the
+blocks the `.docx` reader gives: headings from the built-in heading styles or an outline level, the
+Title style's paragraph as the title, list items, table rows (a cell spanning columns
+repeated as python-docx repeats it, a cell merged down filled from above).
+Field codes, deleted text and notes are left out (a note's text would cut its sentence in two).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lxml import etree
+
+from rag_pipeline.ingest.blocks import BlockBuilder, make_document
+from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+
+_W = "http://schemas.microsoft.com/office/word/2003/wordml"
+_NS = {"w": _W, "o": "urn:schemas-microsoft-com:office:office"}
+_SKIP = {f"{{{_W}}}{name}" for name in ("instrText", "delText", "footnote", "endnote", "annotation", "pPr", "rPr", "tblPr", "tcPr", "trPr")}
+_HEADING_NAME = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+_MARKER = re.compile(rb"progid=[\"']Word\.Document[\"']|schemas\.microsoft\.com/office/word/2003/wordml")
+
+
+def looks_like_word_xml(head: bytes) -> bool:
+    """Whether a file's first bytes are a Word 2003 XML document's."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") and bool(_MARKER.search(head))
+
+
+def _w(name: str) -> str:
+    return f"{{{_W}}}{name}"
+
+
+def _val(el: etree._Element | None) -> str | None:
+    return None if el is None else el.get(_w("val"))
+
+
+def _text(el: etree._Element) -> str:
+    """A paragraph's (or cell's) text: its runs' text, tabs and breaks; fields' codes left out."""
+    parts: list[str] = []
+    for node in el.iter():
+        if node.tag in _SKIP:
+            continue
+        if any(a.tag in _SKIP for a in node.iterancestors()):
+            continue
+        if node.tag == _w("t") and node.text:
+            parts.append(node.text)
+        elif node.tag == _w("tab"):
+            parts.append("\t")
+        elif node.tag in (_w("br"), _w("cr")):
+            parts.append("\n")
+    return "".join(parts)
+
+
+_ENCODED = re.compile(r"_([0-9a-fA-F]{2})_")  # LibreOffice writes "Heading 1" as "Heading_20_1"
+
+
+def _heading_styles(root: etree._Element) -> dict[str, int]:
+    """Style id -> heading level: the built-in heading styles (Word names them in English whatever
+    the user's language; a localized name is only the wx:uiName), a style's own outline level, and
+    styles based on either (LibreOffice writes its headings as automatic styles "P16" based on
+    "Heading_20_1"); 0 for Title."""
+    own: dict[str, int] = {}
+    based_on: dict[str, str] = {}
+    for style in root.iterfind("w:styles/w:style", _NS):
+        style_id = style.get(_w("styleId")) or ""
+        name = _ENCODED.sub(lambda m: chr(int(m.group(1), 16)), _val(style.find("w:name", _NS)) or "").strip()
+        match = _HEADING_NAME.match(name)
+        outline = _val(style.find("w:pPr/w:outlineLvl", _NS))
+        if match or name.lower() == "title":
+            own[style_id] = int(match.group(1)) if match else 0
+        elif outline is not None and outline.isdigit() and int(outline) < 9:
+            own[style_id] = int(outline) + 1
+        parent = _val(style.find("w:basedOn", _NS))
+        if parent:
+            based_on[style_id] = parent
+    levels = {}
+    for style_id in set(own) | set(based_on):
+        current, seen = style_id, set()
+        while current not in own and current in based_on and current not in seen:
+            seen.add(current)
+            current = based_on[current]
+        if current in own:
+            levels[style_id] = own[current]
+    return levels
+
+
+def _rows(table: etree._Element) -> list[list[str]]:
+    rows: list[list[str]] = []
+    for tr in table.iterfind("w:tr", _NS):
+        row: list[str] = []
+        for tc in tr.iterfind("w:tc", _NS):
+            properties = tc.find("w:tcPr", _NS)
+            span = int(_val(properties.find("w:gridSpan", _NS)) or 1) if properties is not None else 1
+            merge = properties.find("w:vmerge", _NS) if properties is not None else None
+            text = " ".join(t for t in (_text(p).strip() for p in tc.iterfind(".//w:p", _NS)) if t)
+            if merge is not None and _val(merge) != "restart" and rows and len(rows[-1]) > len(row):
+                text = rows[-1][len(row)]  # merged down: the cell above's text
+            row.extend([text] * max(1, min(span, 64)))
+        rows.append(row)
+    return rows
+
+
+class _Walker:
+    def __init__(self, builder: BlockBuilder, heading_styles: dict[str, int]) -> None:
+        self.builder, self.heading_styles = builder, heading_styles
+        self.title: str | None = None  # the first Title paragraph, as the .docx reader takes it
+
+    def walk(self, el: etree._Element) -> None:
+        for child in el:
+            if child.tag == _w("p"):
+                self._paragraph(child)
+            elif child.tag == _w("tbl"):
+                self.builder.add_table(_rows(child))
+            elif child.tag not in _SKIP and child.tag != _w("sectPr"):
+                self.walk(child)  # wx:sect, wx:sub-section, w:sdt, w:hlink and other containers
+
+    def _paragraph(self, p: etree._Element) -> None:
+        properties = p.find("w:pPr", _NS)
+        text = _text(p)
+        level = None
+        if properties is not None:
+            level = self.heading_styles.get(_val(properties.find("w:pStyle", _NS)) or "")
+            outline = _val(properties.find("w:outlineLvl", _NS))
+            if level is None and outline is not None and outline.isdigit() and int(outline) < 9:
+                level = int(outline) + 1
+        if level == 0:
+            self.title = self.title or text.strip() or None
+            self.builder.add(text, "title")
+        elif level is not None:
+            self.builder.heading(text, level)
+        elif properties is not None and properties.find("w:listPr", _NS) is not None:
+            self.builder.add(text, "list_item")
+        else:
+            self.builder.add(text)
+
+
+def parse_word_xml(path: Path) -> ParsedDocument:
+    """Parse a Word 2003 XML document (whatever its name: .xml, .doc); any other XML is refused
+    by its first bytes, before it is parsed (a folder may hold large data or config XML)."""
+    with open(path, "rb") as f:
+        if not looks_like_word_xml(f.read(4096)):
+            raise UnreadableDocument("unsupported_format", "an XML file that is not a Word 2003 XML document (w:wordDocument)")
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+    try:
+        root = etree.parse(str(path), parser).getroot()
+    except etree.XMLSyntaxError as exc:
+        raise UnreadableDocument("corrupt", f"Word 2003 XML that does not parse: {exc}") from exc
+    body = root.find("w:body", _NS)
+    if root.tag != _w("wordDocument") or body is None:
+        raise UnreadableDocument("unsupported_format", "an XML file that is not a Word 2003 XML document (w:wordDocument)")
+    builder = BlockBuilder()
+    walker = _Walker(builder, _heading_styles(root))
+    walker.walk(body)
+    stored = (root.findtext("o:DocumentProperties/o:Title", namespaces=_NS) or "").strip() or None
+    return make_document(builder, format="wordml", parser="lxml", title=walker.title or builder.first_heading or stored)
