@@ -1,5 +1,5 @@
-"""Table rows laid out by their cells' edges (Word 97-2003 binary, RTF): merged cells put
-back on the table's column grid."""
+"""Table rows laid out by their cells' edges (Word 97-2003 binary, RTF, Word 2003 XML): merged
+cells put back on the table's column grid."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class RowLayout:
-    """A table row's cells as laid out: cell i spans [edges[i], edges[i+1]) (twips); a cell
-    that continues a vertical merge from the row above, or a horizontal merge from its left."""
+    """A table row's cells as laid out: cell i spans [edges[i], edges[i+1]) (twips, or grid
+    columns); a cell that continues a vertical merge from the row above, or a horizontal merge
+    from its left."""
 
     edges: tuple[int, ...]
     continues_above: tuple[bool, ...]

@@ -3,8 +3,9 @@
 Word's "Save as XML Document" writes it, and so do office-automation systems and WPS when they
 export a "Word document": many save it under `.doc`, which Word opens by its content. Read into the
 blocks the `.docx` reader gives: headings from the built-in heading styles or an outline level, the
-Title style's paragraph as the title, list items, table rows (a cell spanning columns
-repeated as python-docx repeats it, a cell merged down filled from above).
+Title style's paragraph as the title, list items, table rows on the column grid (a cell spanning
+columns fills the first and leaves the rest empty, a cell merged down takes the text above: the
+rule of the `.docx`, `.doc` and RTF readers).
 Field codes, deleted text and notes are left out (a note's text would cut its sentence in two).
 """
 
@@ -17,11 +18,13 @@ from lxml import etree
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
 
 _W = "http://schemas.microsoft.com/office/word/2003/wordml"
 _NS = {"w": _W, "o": "urn:schemas-microsoft-com:office:office"}
 _SKIP = {f"{{{_W}}}{name}" for name in ("instrText", "delText", "footnote", "endnote", "annotation", "pPr", "rPr", "tblPr", "tcPr", "trPr")}
 _HEADING_NAME = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+_NOT_WORD_XML = "an XML file that is not a Word 2003 XML document (w:wordDocument)"
 _MARKER = re.compile(rb"progid=[\"']Word\.Document[\"']|schemas\.microsoft\.com/office/word/2003/wordml")
 
 
@@ -39,12 +42,11 @@ def _val(el: etree._Element | None) -> str | None:
 
 
 def _text(el: etree._Element) -> str:
-    """A paragraph's (or cell's) text: its runs' text, tabs and breaks; fields' codes left out."""
+    """A paragraph's (or cell's) text: its runs' text, tabs and breaks; properties, field codes,
+    deleted text and notes left out (their subtrees are not entered)."""
     parts: list[str] = []
-    for node in el.iter():
+    for node in el:
         if node.tag in _SKIP:
-            continue
-        if any(a.tag in _SKIP for a in node.iterancestors()):
             continue
         if node.tag == _w("t") and node.text:
             parts.append(node.text)
@@ -52,7 +54,15 @@ def _text(el: etree._Element) -> str:
             parts.append("\t")
         elif node.tag in (_w("br"), _w("cr")):
             parts.append("\n")
+        else:
+            parts.append(_text(node))
     return "".join(parts)
+
+
+def _outline_level(properties: etree._Element | None) -> int | None:
+    """A heading level from paragraph properties' outline level (0-8 -> 1-9; 9 is body text)."""
+    outline = _val(properties.find("w:outlineLvl", _NS)) if properties is not None else None
+    return int(outline) + 1 if outline is not None and outline.isdigit() and int(outline) < 9 else None
 
 
 _ENCODED = re.compile(r"_([0-9a-fA-F]{2})_")  # LibreOffice writes "Heading 1" as "Heading_20_1"
@@ -69,11 +79,11 @@ def _heading_styles(root: etree._Element) -> dict[str, int]:
         style_id = style.get(_w("styleId")) or ""
         name = _ENCODED.sub(lambda m: chr(int(m.group(1), 16)), _val(style.find("w:name", _NS)) or "").strip()
         match = _HEADING_NAME.match(name)
-        outline = _val(style.find("w:pPr/w:outlineLvl", _NS))
+        outline = _outline_level(style.find("w:pPr", _NS))
         if match or name.lower() == "title":
             own[style_id] = int(match.group(1)) if match else 0
-        elif outline is not None and outline.isdigit() and int(outline) < 9:
-            own[style_id] = int(outline) + 1
+        elif outline is not None:
+            own[style_id] = outline
         parent = _val(style.find("w:basedOn", _NS))
         if parent:
             based_on[style_id] = parent
@@ -88,20 +98,28 @@ def _heading_styles(root: etree._Element) -> dict[str, int]:
     return levels
 
 
+def _grid_span(properties: etree._Element | None, name: str) -> int:
+    """A cell's or row's span in grid columns (w:gridSpan, w:gridBefore), capped at 64."""
+    value = _val(properties.find(f"w:{name}", _NS)) if properties is not None else None
+    return max(0, min(int(value), 64)) if value is not None and value.isdigit() else 0
+
+
 def _rows(table: etree._Element) -> list[list[str]]:
-    rows: list[list[str]] = []
+    """A table's rows on its column grid: laid out by each cell's grid span (and the columns a row
+    skips before its first cell) and put back by the rule every Word reader here shares."""
+    rows: list[tuple[list[str], RowLayout]] = []
     for tr in table.iterfind("w:tr", _NS):
-        row: list[str] = []
+        cells: list[str] = []
+        edges = [_grid_span(tr.find("w:trPr", _NS), "gridBefore")]
+        above: list[bool] = []
         for tc in tr.iterfind("w:tc", _NS):
             properties = tc.find("w:tcPr", _NS)
-            span = int(_val(properties.find("w:gridSpan", _NS)) or 1) if properties is not None else 1
             merge = properties.find("w:vmerge", _NS) if properties is not None else None
-            text = " ".join(t for t in (_text(p).strip() for p in tc.iterfind(".//w:p", _NS)) if t)
-            if merge is not None and _val(merge) != "restart" and rows and len(rows[-1]) > len(row):
-                text = rows[-1][len(row)]  # merged down: the cell above's text
-            row.extend([text] * max(1, min(span, 64)))
-        rows.append(row)
-    return rows
+            cells.append(" ".join(t for t in (_text(p).strip() for p in tc.iterfind(".//w:p", _NS)) if t))
+            edges.append(edges[-1] + max(1, _grid_span(properties, "gridSpan")))
+            above.append(merge is not None and _val(merge) != "restart")
+        rows.append((cells, RowLayout(tuple(edges), tuple(above), (False,) * len(cells))))
+    return grid_rows(rows)
 
 
 class _Walker:
@@ -124,9 +142,7 @@ class _Walker:
         level = None
         if properties is not None:
             level = self.heading_styles.get(_val(properties.find("w:pStyle", _NS)) or "")
-            outline = _val(properties.find("w:outlineLvl", _NS))
-            if level is None and outline is not None and outline.isdigit() and int(outline) < 9:
-                level = int(outline) + 1
+            level = _outline_level(properties) if level is None else level
         if level == 0:
             self.title = self.title or text.strip() or None
             self.builder.add(text, "title")
@@ -143,7 +159,7 @@ def parse_word_xml(path: Path) -> ParsedDocument:
     by its first bytes, before it is parsed (a folder may hold large data or config XML)."""
     with open(path, "rb") as f:
         if not looks_like_word_xml(f.read(4096)):
-            raise UnreadableDocument("unsupported_format", "an XML file that is not a Word 2003 XML document (w:wordDocument)")
+            raise UnreadableDocument("unsupported_format", _NOT_WORD_XML)
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
     try:
         root = etree.parse(str(path), parser).getroot()
@@ -151,7 +167,7 @@ def parse_word_xml(path: Path) -> ParsedDocument:
         raise UnreadableDocument("corrupt", f"Word 2003 XML that does not parse: {exc}") from exc
     body = root.find("w:body", _NS)
     if root.tag != _w("wordDocument") or body is None:
-        raise UnreadableDocument("unsupported_format", "an XML file that is not a Word 2003 XML document (w:wordDocument)")
+        raise UnreadableDocument("unsupported_format", _NOT_WORD_XML)
     builder = BlockBuilder()
     walker = _Walker(builder, _heading_styles(root))
     walker.walk(body)
