@@ -62,20 +62,35 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".eml": parse_email,
     ".xml": parse_word_xml,  # Word 2003 XML only: any other XML is refused by its root element
 }
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(IMAGE_EXTENSIONS) | {".pdf"}
+# Kingsoft WPS Office's own extensions: its files are Microsoft's 97-2003 binary formats under
+# names of its own (LibreOffice opens them with its Word, Excel and PowerPoint filters), read as those.
+_KINGSOFT = {".wps": ".doc", ".wpt": ".doc", ".et": ".xls", ".ett": ".xls", ".dps": ".ppt", ".dpt": ".ppt"}
+_WORKS_HINT = "Microsoft Works? open it in Word and save it as .docx"
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(_KINGSOFT) | frozenset(IMAGE_EXTENSIONS) | {".pdf"}
 
-# Formats read by no parser here, with what their owner can do about it.
-_CONVERT_HINTS = {
-    ".wps": " (WPS Writer: save it as .docx)",
-    ".et": " (WPS Spreadsheets: save it as .xlsx)",
-    ".dps": " (WPS Presentation: save it as .pptx)",
-}
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"GIF87a", b"GIF89a", b"BM")
 # Real Office packages unpack to 1-6x their size on disk, a zip bomb to hundreds of times
 # that; python-docx/python-pptx then hold ~10x the XML in memory. A package may unpack to
 # at most this many times the per-file limit.
 MAX_UNPACK_FACTOR = 3
+
+
+# The stream that makes an OLE compound file a Word, Excel or PowerPoint 97-2003 file.
+_LEGACY_STREAMS = {".doc": {"WordDocument"}, ".xls": {"Workbook", "Book"}, ".ppt": {"PowerPoint Document"}}
+
+
+def _ole_streams(path: pathlib.Path) -> set[str]:
+    """An OLE compound file's stream names; a password-protected Office package is refused."""
+    try:
+        with olefile.OleFileIO(str(path)) as ole:
+            if ole.exists("EncryptionInfo") or ole.exists("EncryptedPackage"):
+                raise UnreadableDocument("encrypted", "password-protected Office file (OLE EncryptedPackage)")
+            return {"/".join(s) for s in ole.listdir()}
+    except UnreadableDocument:
+        raise
+    except Exception as exc:  # damaged OLE
+        raise UnreadableDocument("corrupt", f"damaged OLE compound file: {type(exc).__name__}: {exc}") from exc
 
 
 def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
@@ -85,24 +100,34 @@ def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
     "EncryptionInfo" and "EncryptedPackage"; a Word, Excel or PowerPoint 97-2003 file saved
     under the new extension is read as what it is; any other OLE file is not read.
     """
-    try:
-        with olefile.OleFileIO(str(path)) as ole:
-            if ole.exists("EncryptionInfo") or ole.exists("EncryptedPackage"):
-                raise UnreadableDocument("encrypted", "password-protected Office file (OLE EncryptedPackage)")
-            streams = {"/".join(s) for s in ole.listdir()}
-    except UnreadableDocument:
-        raise
-    except Exception as exc:  # damaged OLE
-        raise UnreadableDocument("corrupt", f"damaged OLE compound file: {type(exc).__name__}: {exc}") from exc
-    if ext in _WORD_EXTENSIONS and "WordDocument" in streams:
-        return parse_doc(path)
-    if ext in _EXCEL_EXTENSIONS and streams & {"Workbook", "Book"}:
-        return parse_xls(path)
-    if ext in _POWERPOINT_EXTENSIONS and "PowerPoint Document" in streams:
-        return parse_ppt(path)
+    streams = _ole_streams(path)
+    for family, legacy in ((_WORD_EXTENSIONS, ".doc"), (_EXCEL_EXTENSIONS, ".xls"), (_POWERPOINT_EXTENSIONS, ".ppt")):
+        if ext in family and streams & _LEGACY_STREAMS[legacy]:
+            return _TEXT_PARSERS[legacy](path)
     raise UnreadableDocument(
         "unsupported_format", f"legacy binary Office file with {path.suffix} extension (streams: {sorted(streams)[:5]})"
     )
+
+
+def _kingsoft(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_bytes: int) -> ParsedDocument:
+    """A WPS Office file, read as the Microsoft format it is written in. A `.wps` is also
+    Microsoft Works' extension (an OLE file without a Word document, or the older non-OLE
+    layout): refused with how to convert it, never guessed at."""
+    legacy = _KINGSOFT[ext]
+    if head.startswith(_OLE_MAGIC):
+        streams = _ole_streams(path)
+        if not streams & _LEGACY_STREAMS[legacy]:
+            works = f"; {_WORKS_HINT}" if legacy == ".doc" else ""
+            raise UnreadableDocument(
+                "unsupported_format",
+                f"a {ext} file holding no {legacy} (97-2003) stream, which WPS Office writes (streams: {sorted(streams)[:5]}){works}",
+            )
+    try:
+        return _dispatch(path, legacy, head, ocr_lang, max_bytes)
+    except UnreadableDocument as exc:
+        if legacy == ".doc" and exc.reason == "corrupt" and not head.startswith(_OLE_MAGIC):
+            raise UnreadableDocument("unsupported_format", f"{ext} that is not WPS Writer's ({exc.detail}); {_WORKS_HINT}") from exc
+        raise
 
 
 def _check_unpacked_size(path: pathlib.Path, limit: int) -> None:
@@ -142,6 +167,8 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
         return parse_pdf(path, ocr_lang=ocr_lang)
     if ext in IMAGE_EXTENSIONS:
         return parse_image(path, ocr_lang=ocr_lang)
+    if ext in _KINGSOFT:
+        return _kingsoft(path, ext, head, ocr_lang, max_bytes)
     if ext in _MISNAMED and not head.startswith(_OLE_MAGIC):
         return _misnamed(path, ext, head, max_bytes)
     if ext in _ZIP_EXTENSIONS:
@@ -202,7 +229,7 @@ def parse_file(
         _refuse_non_regular(path, st.st_mode)
         if ext not in SUPPORTED_EXTENSIONS:
             raise UnreadableDocument(
-                "unsupported_format", f"extension {ext or '(none)'!r} is not supported" + _CONVERT_HINTS.get(ext, "")
+                "unsupported_format", f"extension {ext or '(none)'!r} is not supported"
             )
         size = st.st_size
         if size > max_bytes:

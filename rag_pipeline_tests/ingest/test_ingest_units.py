@@ -74,6 +74,7 @@ def test_supported_extensions():
     assert {".pdf", ".docx", ".docm", ".dotx", ".dotm", ".doc", ".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm", ".ppt",
             ".xlsx", ".xlsm", ".xltx", ".xltm", ".xls", ".odt", ".ods", ".odp", ".rtf", ".epub", ".csv", ".tsv",
             ".html", ".htm", ".mht", ".mhtml", ".md", ".markdown", ".txt", ".eml", ".xml",
+            ".wps", ".wpt", ".et", ".ett", ".dps", ".dpt",
             ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"} == SUPPORTED_EXTENSIONS
 
 

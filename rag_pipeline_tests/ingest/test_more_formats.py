@@ -483,13 +483,43 @@ def test_macro_enabled_templates_and_slide_shows_read_as_their_documents(tmp_pat
         assert [(b.kind, b.text) for b in parse_file(variant).blocks] == expected, suffix
 
 
-def test_wps_files_say_how_to_convert(tmp_path):
-    for name, hint in (("notes.wps", "save it as .docx"), ("sheet.et", "save it as .xlsx")):
-        path = tmp_path / name
-        path.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504)
+def test_wps_office_files_read_as_the_microsoft_formats_they_are_written_in(tmp_path):
+    """WPS Office saves .wps/.et/.dps (and the .wpt/.ett/.dpt templates) in Word, Excel and
+    PowerPoint 97-2003's binary formats (LibreOffice opens them with those filters): read as those.
+    The fixtures are Microsoft-format files under WPS's names (no WPS-written file is at hand)."""
+    for source, names in (
+        ("差旅报销制度.doc", ("制度.wps", "制度.WPT")),
+        ("员工名册.xls", ("名册.et", "名册.ett")),
+        ("季度经营回顾.ppt", ("回顾.dps", "回顾.dpt")),
+    ):
+        expected = parse_file(FILES / source)
+        for name in names:
+            path = tmp_path / name
+            shutil.copy(FILES / source, path)
+            doc = parse_file(path)
+            assert (doc.format, [(b.kind, b.text, b.heading_path) for b in doc.blocks]) == (
+                expected.format, [(b.kind, b.text, b.heading_path) for b in expected.blocks]
+            ), name
+
+
+def test_a_wps_that_is_not_wps_writers_is_refused_with_how_to_convert_it(tmp_path):
+    """`.wps` is Microsoft Works' extension too: an OLE file without a Word document, or a
+    non-OLE one that is no other Word format, is refused `unsupported_format` saying what to do;
+    a damaged OLE file is corrupt."""
+    works_like = tmp_path / "notes.wps"
+    shutil.copy(FILES / "员工名册.xls", works_like)  # an OLE file holding no WordDocument stream
+    old_layout = tmp_path / "letter.wps"
+    old_layout.write_bytes(b"\x01\xfe" + b"Dear Sir, " * 40)
+    wrong_sheet = tmp_path / "sheet.et"
+    shutil.copy(FILES / "差旅报销制度.doc", wrong_sheet)
+    for path in (works_like, old_layout, wrong_sheet):
         with pytest.raises(UnreadableDocument) as info:
             parse_file(path)
-        assert info.value.reason == "unsupported_format" and hint in info.value.detail
+        assert info.value.reason == "unsupported_format", path.name
+        assert ("save it as .docx" in info.value.detail) == (path.suffix == ".wps"), info.value.detail
+    damaged = tmp_path / "damaged.dps"
+    damaged.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504)
+    assert _reason(damaged) == "corrupt"
 
 
 # ---------------------------------------------------------------- indexed and answered
