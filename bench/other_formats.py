@@ -43,7 +43,7 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 TARGETS = {
     ".docx": ["doc", "odt", "rtf", "epub", "xml:MS Word 2003 XML"],
     ".pptx": ["ppt", "odp"],
-    ".xlsx": ["xls", "ods"],
+    ".xlsx": ["xls", "ods", "xml:MS Excel 2003 XML"],
 }
 
 
@@ -88,13 +88,14 @@ def main() -> None:
                 out = Path(tmp) / fmt
                 subprocess.run(["soffice", "--headless", "--convert-to", fmt, "--outdir", str(out), str(original)],
                                capture_output=True, timeout=300, check=False)
-                ext = fmt.split(":")[0]
+                ext, _, writer = fmt.partition(":")
+                label = f"{ext} ({writer})" if writer else ext
                 copy = out / f"{original.stem}.{ext}"
                 if not copy.exists():
-                    rows.append({"file": original.name, "format": ext, "error": "LibreOffice wrote nothing"})
+                    rows.append({"file": original.name, "format": label, "error": "LibreOffice wrote nothing"})
                     continue
                 doc, ms = _timed_parse(copy)
-                row = {"file": original.name, "format": ext, "ms": ms, "base_ms": base_ms}
+                row = {"file": original.name, "format": label, "ms": ms, "base_ms": base_ms}
                 if isinstance(doc, UnreadableDocument):
                     row["error"] = f"{doc.reason}: {doc.detail[:80]}"
                 else:
@@ -107,7 +108,7 @@ def main() -> None:
                             "rows": (sum(r in copy_rows for r in base_rows), len(base_rows)),
                             "headings": (sum(h in copy_heads for h in base_heads), len(base_heads))}
                 rows.append(row)
-                per_format.setdefault(ext, []).append(row)
+                per_format.setdefault(label, []).append(row)
     print(f"{len(_originals())} originals (.docx/.pptx/.xlsx of data/sample and ../shared/corpus), "
           "each saved by LibreOffice in the formats below and parsed; compared with the original's parse\n")
     print("| format | files | unreadable | text recall (median / min) | precision (median) | table rows kept | headings kept | parse ms (median) | × original |")

@@ -22,6 +22,7 @@ from rag_pipeline.ingest.opendocument import parse_opendocument
 from rag_pipeline.ingest.pdf import parse_pdf
 from rag_pipeline.ingest.plain_text import parse_txt
 from rag_pipeline.ingest.rich_text import looks_like_rtf, parse_rtf
+from rag_pipeline.ingest.sheet_xml import looks_like_sheet_xml, parse_sheet_xml
 from rag_pipeline.ingest.sheets import parse_xls, parse_xlsx
 from rag_pipeline.ingest.slides import parse_pptx
 from rag_pipeline.ingest.slides_binary import parse_ppt
@@ -38,6 +39,16 @@ _EXCEL_EXTENSIONS = {".xlsx", ".xlsm", ".xltx", ".xltm"}
 _POWERPOINT_EXTENSIONS = {".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"}
 _OOXML_EXTENSIONS = _WORD_EXTENSIONS | _EXCEL_EXTENSIONS | _POWERPOINT_EXTENSIONS
 _ZIP_EXTENSIONS = _OOXML_EXTENSIONS | {".odt", ".ods", ".odp", ".epub"}
+
+
+def _office_xml(path: pathlib.Path) -> ParsedDocument:
+    """An `.xml` file: a Word or an Excel 2003 XML document, told by its first bytes; any other
+    XML (data, configuration) is refused before it is parsed."""
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return parse_sheet_xml(path) if looks_like_sheet_xml(head) and not looks_like_word_xml(head) else parse_word_xml(path)
+
+
 _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     **dict.fromkeys(_WORD_EXTENSIONS, parse_docx),
     **dict.fromkeys(_POWERPOINT_EXTENSIONS, parse_pptx),
@@ -60,7 +71,7 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".markdown": parse_markdown,
     ".txt": parse_txt,
     ".eml": parse_email,
-    ".xml": parse_word_xml,  # Word 2003 XML only: any other XML is refused by its root element
+    ".xml": _office_xml,
 }
 # Kingsoft WPS Office's own extensions: its files are Microsoft's 97-2003 binary formats under
 # names of its own (LibreOffice opens them with its Word, Excel and PowerPoint filters), read as those.
@@ -182,8 +193,8 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
 
 def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int) -> ParsedDocument:
     """A ".doc" or ".xls" that is not an Office 97-2003 file: a renamed .docx/.xlsx, or what web
-    systems and older tools save under those names (RTF or Word 2003 XML as .doc, an HTML page or
-    table as either), all of which Word and Excel open."""
+    systems and older tools save under those names (RTF or Word 2003 XML as .doc, Excel 2003 XML
+    as .xls, an HTML page or table as either), all of which Word and Excel open."""
     if zipfile.is_zipfile(path):
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
         return _MISNAMED[ext](path)
@@ -191,11 +202,13 @@ def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int) -> Pars
         return parse_rtf(path)
     if ext == ".doc" and looks_like_word_xml(head):
         return parse_word_xml(path)
+    if ext == ".xls" and looks_like_sheet_xml(head):  # before HTML: its <Table> reads as "<table"
+        return parse_sheet_xml(path)
     if b"<table" in head.lower() or b"<html" in head.lower():
         return parse_html(path)
     if ext == ".doc":
         raise UnreadableDocument("corrupt", "neither a Word 97-2003 file (OLE2), a .docx package, RTF, Word 2003 XML nor HTML")
-    raise UnreadableDocument("corrupt", "neither an Excel 97-2003 file (OLE2), a .xlsx package nor HTML")
+    raise UnreadableDocument("corrupt", "neither an Excel 97-2003 file (OLE2), a .xlsx package, Excel 2003 XML nor HTML")
 
 
 _MISNAMED = {".doc": parse_docx, ".xls": parse_xlsx}

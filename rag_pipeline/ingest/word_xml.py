@@ -24,7 +24,7 @@ _W = "http://schemas.microsoft.com/office/word/2003/wordml"
 _NS = {"w": _W, "o": "urn:schemas-microsoft-com:office:office"}
 _SKIP = {f"{{{_W}}}{name}" for name in ("instrText", "delText", "footnote", "endnote", "annotation", "pPr", "rPr", "tblPr", "tcPr", "trPr")}
 _HEADING_NAME = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
-_NOT_WORD_XML = "an XML file that is not a Word 2003 XML document (w:wordDocument)"
+_NOT_WORD_XML = "an XML file that is not a Word or Excel 2003 XML document (w:wordDocument, ss:Workbook)"
 _MARKER = re.compile(rb"progid=[\"']Word\.Document[\"']|schemas\.microsoft\.com/office/word/2003/wordml")
 
 

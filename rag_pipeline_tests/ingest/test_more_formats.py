@@ -7,11 +7,13 @@ one real run."""
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import zipfile
 from pathlib import Path
 
 import olefile
+import openpyxl
 import pytest
 from PIL import Image
 
@@ -629,6 +631,89 @@ def test_xml_that_is_not_word_2003_xml_is_refused_and_a_broken_one_is_corrupt(tm
     broken = tmp_path / "cut.doc"
     broken.write_text(_WORDML[: len(_WORDML) // 2], encoding="utf-8")
     assert _reason(broken) == "corrupt"
+
+
+# ---------------------------------------------------------------- Excel 2003 XML (SpreadsheetML)
+
+
+def test_excel_2003_xml_reads_as_the_xls_it_was_saved_from_under_either_name(tmp_path):
+    """LibreOffice's "MS Excel 2003 XML" export of the .xls fixture (group labels merged down,
+    dates, a second sheet; its million empty rows cut to the last one, ss:Index 1048576), read
+    as .xml and under .xls (what report tools name it): the .xls's blocks, sheet for sheet."""
+    as_xls = tmp_path / "员工名册.xls"
+    shutil.copy(FILES / "员工名册.xml", as_xls)
+    expected = parse_file(FILES / "员工名册.xls")
+    for path in (FILES / "员工名册.xml", as_xls):
+        doc = parse_file(path)
+        assert (doc.format, doc.parser, doc.page_count) == ("spreadsheetml", "lxml", 2)
+        assert [(b.kind, b.text, b.page, b.sheet) for b in doc.blocks] == [(b.kind, b.text, b.page, b.sheet) for b in expected.blocks]
+        assert _rows(doc)[1] == "部门: 研发部; 姓名: 李娜; 入职日期: 2021-07-15; 年假天数: 10"
+
+
+_SPREADSHEETML = """<?xml version="1.0"?>
+<?mso-application progid="Excel.Sheet"?>
+<Workbook xmlns="urn:schemas-microsoft-com:office:spreadsheet" xmlns:o="urn:schemas-microsoft-com:office:office"
+ xmlns:x="urn:schemas-microsoft-com:office:excel" xmlns:ss="urn:schemas-microsoft-com:office:spreadsheet"
+ xmlns:html="http://www.w3.org/TR/REC-html40">
+<DocumentProperties xmlns="urn:schemas-microsoft-com:office:office"><Title>值班表</Title></DocumentProperties>
+<Worksheet ss:Name="一月"><Table>
+<Row><Cell ss:MergeAcross="3"><Data ss:Type="String">一月值班安排</Data></Cell></Row>
+<Row><Cell><Data ss:Type="String">班组</Data></Cell><Cell><Data ss:Type="String">值班人</Data></Cell>
+ <Cell><Data ss:Type="String">开始时间</Data></Cell><Cell><Data ss:Type="String">时长（小时）</Data></Cell></Row>
+<Row><Cell ss:MergeDown="1"><Data ss:Type="String">运维组</Data></Cell>
+ <Cell><ss:Data ss:Type="String" xmlns="http://www.w3.org/TR/REC-html40"><B>张</B><Font html:Color="#FF0000">伟</Font></ss:Data></Cell>
+ <Cell><Data ss:Type="DateTime">1899-12-31T08:30:00.000</Data></Cell><Cell><Data ss:Type="Number">8</Data></Cell></Row>
+<Row><Cell ss:Index="2"><Data ss:Type="String">李娜</Data></Cell><Cell><Data ss:Type="DateTime">1899-12-31T20:30:00.000</Data></Cell>
+ <Cell><Data ss:Type="Number">7.5</Data></Cell></Row>
+<Row ss:Index="8"><Cell><Data ss:Type="String">节假日双人值班。</Data></Cell></Row>
+</Table></Worksheet>
+<Worksheet ss:Name="草稿"><Table><Row><Cell><Data ss:Type="String">已审核</Data></Cell><Cell><Data ss:Type="Boolean">1</Data></Cell>
+ <Cell><Data ss:Type="DateTime">2024-02-10T00:00:00.000</Data></Cell></Row></Table>
+<WorksheetOptions xmlns="urn:schemas-microsoft-com:office:excel"><Visible>SheetHidden</Visible></WorksheetOptions></Worksheet>
+</Workbook>
+"""
+
+
+def test_excel_2003_xml_as_excel_writes_it_reads_as_the_same_xlsx(tmp_path):
+    """Excel's own markup — a title merged across, a group label merged down (the row below
+    leaves the covered cell out and indexes its next cell), rich text, times on Excel's day 0,
+    a jump in row index, a hidden sheet, the stored title — read as the .xlsx reader reads the
+    same workbook written by openpyxl."""
+    path = tmp_path / "值班表.xml"
+    path.write_text(_SPREADSHEETML, encoding="utf-8")
+    twin = openpyxl.Workbook()
+    january = twin.active
+    january.title = "一月"
+    for row in (["一月值班安排"], ["班组", "值班人", "开始时间", "时长（小时）"],
+                ["运维组", "张伟", dt.time(8, 30), 8], [None, "李娜", dt.time(20, 30), 7.5]):
+        january.append(row)
+    january["A8"] = "节假日双人值班。"
+    january.merge_cells("A1:D1")
+    january.merge_cells("A3:A4")
+    draft = twin.create_sheet("草稿")
+    draft.append(["已审核", True, dt.datetime(2024, 2, 10)])
+    draft.sheet_state = "hidden"
+    twin.properties.title = "值班表"
+    twin.save(tmp_path / "值班表.xlsx")
+    doc, expected = parse_file(path), parse_file(tmp_path / "值班表.xlsx")
+    assert [(b.kind, b.text, b.page, b.sheet) for b in doc.blocks] == [(b.kind, b.text, b.page, b.sheet) for b in expected.blocks]
+    assert (doc.title, doc.warnings) == (expected.title, expected.warnings) == ("值班表", ["sheet '草稿' is hidden (included)"])
+    assert _rows(doc)[:2] == ["班组: 运维组; 值班人: 张伟; 开始时间: 08:30:00; 时长（小时）: 8",
+                              "班组: 运维组; 值班人: 李娜; 开始时间: 20:30:00; 时长（小时）: 7.5"]
+
+
+def test_excel_2003_xml_other_xml_refused_a_cut_one_corrupt(tmp_path):
+    """Under .xls, SpreadsheetML is told from HTML (its <Table> is not an HTML table); a
+    SpreadsheetML marker on another root is refused; a cut file is corrupt."""
+    as_xls = tmp_path / "report.xls"
+    as_xls.write_text(_SPREADSHEETML, encoding="utf-8")
+    assert parse_file(as_xls).format == "spreadsheetml"
+    other_root = tmp_path / "config.xml"
+    other_root.write_text('<?mso-application progid="Excel.Sheet"?><Settings><Worksheet/></Settings>', encoding="utf-8")
+    assert _reason(other_root) == "unsupported_format"
+    cut = tmp_path / "cut.xls"
+    cut.write_text(_SPREADSHEETML[: len(_SPREADSHEETML) // 2], encoding="utf-8")
+    assert _reason(cut) == "corrupt"
 
 
 def test_an_extension_version_re_parses_only_that_extensions_files():
