@@ -624,15 +624,6 @@ def test_word_2003_xml_as_word_writes_it(tmp_path):
     assert "REF" not in doc.text and "满载" not in doc.text
 
 
-def test_xml_that_is_not_word_2003_xml_is_refused_and_a_broken_one_is_corrupt(tmp_path):
-    other = tmp_path / "pom.xml"
-    other.write_text('<?xml version="1.0"?><project><name>not a document</name></project>', encoding="utf-8")
-    assert _reason(other) == "unsupported_format"
-    broken = tmp_path / "cut.doc"
-    broken.write_text(_WORDML[: len(_WORDML) // 2], encoding="utf-8")
-    assert _reason(broken) == "corrupt"
-
-
 # ---------------------------------------------------------------- Excel 2003 XML (SpreadsheetML)
 
 
@@ -702,18 +693,21 @@ def test_excel_2003_xml_as_excel_writes_it_reads_as_the_same_xlsx(tmp_path):
                               "班组: 运维组; 值班人: 李娜; 开始时间: 20:30:00; 时长（小时）: 7.5"]
 
 
-def test_excel_2003_xml_other_xml_refused_a_cut_one_corrupt(tmp_path):
-    """Under .xls, SpreadsheetML is told from HTML (its <Table> is not an HTML table); a
-    SpreadsheetML marker on another root is refused; a cut file is corrupt."""
+def test_other_xml_is_refused_and_a_cut_office_xml_file_is_corrupt(tmp_path):
+    """Any other XML is refused (a file carrying Excel's marker on another root too); under
+    .xls, SpreadsheetML is told from HTML (its <Table> is no HTML table); a cut file is corrupt."""
+    for name, text in (
+        ("pom.xml", '<?xml version="1.0"?><project><name>not a document</name></project>'),
+        ("config.xml", '<?mso-application progid="Excel.Sheet"?><Settings><Worksheet/></Settings>'),
+    ):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        assert _reason(tmp_path / name) == "unsupported_format", name
     as_xls = tmp_path / "report.xls"
     as_xls.write_text(_SPREADSHEETML, encoding="utf-8")
     assert parse_file(as_xls).format == "spreadsheetml"
-    other_root = tmp_path / "config.xml"
-    other_root.write_text('<?mso-application progid="Excel.Sheet"?><Settings><Worksheet/></Settings>', encoding="utf-8")
-    assert _reason(other_root) == "unsupported_format"
-    cut = tmp_path / "cut.xls"
-    cut.write_text(_SPREADSHEETML[: len(_SPREADSHEETML) // 2], encoding="utf-8")
-    assert _reason(cut) == "corrupt"
+    for name, markup in (("cut.doc", _WORDML), ("cut.xml", _WORDML), ("cut.xls", _SPREADSHEETML)):
+        (tmp_path / name).write_text(markup[: len(markup) // 2], encoding="utf-8")
+        assert _reason(tmp_path / name) == "corrupt", name
 
 
 def test_an_extension_version_re_parses_only_that_extensions_files():
