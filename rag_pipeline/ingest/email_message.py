@@ -189,6 +189,12 @@ def parse_email(path: Path) -> ParsedDocument:
             "corrupt", "not an e-mail message: no RFC 822 header (From, To, Subject, Date, MIME-Version...) at the start"
         )
 
+    return read_message(msg, data, format="eml", parser="unstructured")
+
+
+def read_message(msg: EmailMessage, data: bytes, *, format: str, parser: str) -> ParsedDocument:
+    """A parsed message (`data`: its bytes) as blocks: see :func:`parse_email`; an Outlook
+    .msg comes here as the RFC 822 message it was turned into (ingest.outlook)."""
     warnings: list[str] = []
     note = _repair_body_charset(msg)
     if note:
@@ -224,7 +230,7 @@ def parse_email(path: Path) -> ParsedDocument:
             raise UnreadableDocument("no_text", "e-mail message has no body text and no attachments")
         warnings.append("no body text: only the headers and attachment names are indexed")
 
-    doc = make_document(builder, format="eml", parser="unstructured", title=subject, warnings=warnings)
+    doc = make_document(builder, format=format, parser=parser, title=subject, warnings=warnings)
     # The header block (addresses, dates) would tilt a short Chinese mail towards "mixed".
     doc.language = detect_language(f"{subject or ''}\n{body_text}"[:200_000])
     return doc

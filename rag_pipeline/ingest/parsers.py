@@ -19,6 +19,7 @@ from rag_pipeline.ingest.image import parse_image
 from rag_pipeline.ingest.markdown_text import parse_markdown
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.opendocument import parse_opendocument
+from rag_pipeline.ingest.outlook import parse_msg
 from rag_pipeline.ingest.pdf import parse_pdf
 from rag_pipeline.ingest.plain_text import parse_txt
 from rag_pipeline.ingest.rich_text import looks_like_rtf, parse_rtf
@@ -71,6 +72,7 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".markdown": parse_markdown,
     ".txt": parse_txt,
     ".eml": parse_email,
+    ".msg": parse_msg,
     ".xml": _office_xml,
 }
 # Kingsoft WPS Office's own extensions: its files are Microsoft's 97-2003 binary formats under

@@ -28,8 +28,11 @@ PARSE_CACHE_VERSION = 7
 # everything, OCR included). .doc/.xml — 1: Word 2003 XML is read, as .xml and under .doc; 2: its
 # cells spanning columns fill the first (were repeated in each). .xml 3, .xls 1: Excel 2003 XML is
 # read, as .xml and under .xls (where it was read as HTML). WPS Office's .wps/.wpt, .et/.ett,
-# .dps/.dpt — 1: read as .doc, .xls and .ppt (a cached outcome says "not supported").
-EXTENSION_VERSIONS = {".doc": 2, ".xml": 3, ".xls": 1, **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 1)}
+# .dps/.dpt — 1: read as .doc, .xls and .ppt (a cached outcome says "not supported"). .msg — 1:
+# Outlook messages read.
+EXTENSION_VERSIONS = {
+    ".doc": 2, ".xml": 3, ".xls": 1, ".msg": 1, **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 1),
+}
 
 
 def parse_cache_key(sha256: str, ocr_lang: str, suffix: str) -> str:

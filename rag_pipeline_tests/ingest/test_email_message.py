@@ -196,3 +196,45 @@ def test_registered_and_pointed_at_the_bundled_spacy_model(tmp_path):
     assert tokenize._SPACY_MODEL_NAME == SPACY_MODEL
     with pytest.raises(RuntimeError, match="downloading one is disabled"):
         tokenize._install_spacy_model()
+
+
+# ---------------------------------------------------------------- Outlook .msg
+
+FILES = Path(__file__).parent / "files"
+
+
+def test_outlook_msg_reads_like_the_eml_it_stands_for(tmp_path):
+    """A real Outlook message (a Chinese mail server's bounce: the GBK-encoded sender name of its
+    transport headers, an English body, the bounced message attached): the subject as title,
+    the header block, the body, the attachment named and not indexed."""
+    doc = parse_file(FILES / "delivery-failure.msg")
+    assert (doc.format, doc.parser, doc.title) == ("msg", "python-oxmsg", "投递状态通知 (Failure Notice)")
+    assert [b.kind for b in doc.blocks[:3]] == ["heading", "paragraph", "paragraph"]
+    assert doc.blocks[1].text == "From: Mail Delivery Subsystem <mailer-daemon@tjdpf.org.cn>\nTo: <yosipnps@model.com>\nDate: 2017-11-27T17:44:30+08:00"
+    assert "I'm afraid I was not able to deliver your message to the following recipient: hp_lsz@tjdpf.org.cn" in doc.text
+    assert doc.blocks[-1].text == "Attachments (not indexed): forwarded message (message/rfc822)"
+    assert doc.warnings == ["1 attachment(s) not indexed: forwarded message (message/rfc822)"]
+
+
+def test_outlook_msg_gives_the_blocks_of_the_same_message_as_eml(tmp_path):
+    """An Outlook message with no sender, one recipient and a message embedded as its
+    attachment gives the blocks the .eml reader gives the same message written by the stdlib."""
+    same = EmailMessage()
+    same["Subject"], same["To"] = "outer subject", "outer@foo.bar"
+    same.set_content("Outer body\n")
+    same.add_attachment(EmailMessage())
+    eml = parse_file(_write(tmp_path / "outer.eml", same))
+    msg = parse_file(FILES / "outer.msg")
+    assert [(b.kind, b.text) for b in msg.blocks] == [(b.kind, b.text) for b in eml.blocks]
+    assert [(b.kind, b.text) for b in msg.blocks][:3] == [("heading", "outer subject"), ("paragraph", "To: outer@foo.bar"), ("paragraph", "Outer body")]
+
+
+def test_a_msg_that_is_not_an_outlook_message_is_corrupt(tmp_path):
+    other_ole = tmp_path / "policy.msg"
+    other_ole.write_bytes((FILES / "差旅报销制度.doc").read_bytes())  # an OLE file, but a Word document
+    garbage = tmp_path / "garbage.msg"
+    garbage.write_bytes(b"not an OLE compound file at all " * 20)
+    for path in (other_ole, garbage):
+        with pytest.raises(UnreadableDocument) as info:
+            parse_file(path)
+        assert info.value.reason == "corrupt" and "not a readable Outlook message" in info.value.detail
