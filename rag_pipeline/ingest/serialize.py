@@ -25,13 +25,14 @@ from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDo
 PARSE_CACHE_VERSION = 7
 # A change that touches only some extensions re-parses only their files: an extension's own version,
 # added to the key when set, so every other cached parse stays valid (PARSE_CACHE_VERSION re-parses
-# everything, OCR included). .doc/.xml — 1: Word 2003 XML is read, as .xml and under .doc; 2: its
-# cells spanning columns fill the first (were repeated in each). .xml 3, .xls 1: Excel 2003 XML is
-# read, as .xml and under .xls (where it was read as HTML). WPS Office's .wps/.wpt, .et/.ett,
-# .dps/.dpt — 1: read as .doc, .xls and .ppt (a cached outcome says "not supported"). .msg — 1:
-# Outlook messages read.
+# everything, OCR included). Word 2003 XML (.xml, under .doc) — .doc/.xml 1: read; 2: cells spanning
+# columns fill the first (were repeated in each). Excel 2003 XML — .xml 3, .xls 1: read (under .xls it
+# was read as HTML). Text boxes — .docx family 1, .doc 3, .xml 4: their paragraphs read (were lost in
+# .docx, run into their anchor paragraph in Word 2003 XML). WPS Office's .wps/.wpt, .et/.ett,
+# .dps/.dpt and Outlook's .msg — 1: read (a cached outcome says "not supported").
 EXTENSION_VERSIONS = {
-    ".doc": 2, ".xml": 3, ".xls": 1, ".msg": 1, **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 1),
+    **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1), ".doc": 3, ".xml": 4, ".xls": 1, ".msg": 1,
+    **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 1),
 }
 
 

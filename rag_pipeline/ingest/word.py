@@ -32,6 +32,29 @@ for _content_type in ("application/vnd.ms-word.document.macroEnabled.main+xml",
 _HEADING_STYLE = re.compile(r"^(heading|标题)\s*(\d)$", re.I)
 _CONTAINERS = {qn("w:sdt"), qn("w:sdtContent"), qn("w:customXml"), qn("w:smartTag")}
 _TERMINAL = tuple(".。:：,，;；!！?？")
+_FALLBACK = "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"
+
+
+def _text_box_paragraphs(p, parent) -> list[str]:  # type: ignore[no-untyped-def]
+    """The paragraphs of the text boxes anchored in a paragraph (a flowchart's steps, a callout),
+    which python-docx's paragraph text leaves out. Word writes each box twice, as DrawingML and
+    as a VML fallback for old readers: the fallback's copy is skipped."""
+    out = []
+    for inner in p.iter(qn("w:p")):
+        if inner is p or any(a.tag == _FALLBACK for a in inner.iterancestors() if a is not p):
+            continue
+        text = Paragraph(inner, parent).text
+        if squash(text):
+            out.append(text)
+    return out
+
+
+_PICTURES = ("{http://schemas.openxmlformats.org/drawingml/2006/main}blip", "{urn:schemas-microsoft-com:vml}imagedata")
+
+
+def _picture_count(body) -> int:  # type: ignore[no-untyped-def]
+    """Pictures in the body (DrawingML or VML image data; a text box or a shape is none), each once."""
+    return sum(1 for el in body.iter(*_PICTURES) if not any(a.tag == _FALLBACK for a in el.iterancestors()))
 
 
 def _children(el, tag: str) -> Iterator:  # type: ignore[no-untyped-def]
@@ -197,7 +220,8 @@ def _table_rows(tbl, parent) -> list[list[str]]:  # type: ignore[no-untyped-def]
 
 
 def parse_docx(path: Path) -> ParsedDocument:
-    """Parse a .docx into heading, paragraph, list_item and table_row blocks.
+    """Parse a .docx into heading, paragraph, list_item and table_row blocks; a text box's
+    paragraphs follow the paragraph it is anchored in.
 
     Broken packages (not a zip, missing or malformed [Content_Types].xml) raise from
     python-docx and are reported as corrupt by the dispatcher. Embedded pictures are not
@@ -218,21 +242,22 @@ def parse_docx(path: Path) -> ParsedDocument:
             continue
         par = Paragraph(item, parent)
         text = squash(par.text)
-        if not text:
-            continue
-        level = _heading_level(par, chains)
-        if level is None and not _is_list_item(par, chains):
-            level = _formatted_heading_level(par, text)
-        if level == 0:
-            title = title or text
-            builder.add(text, "title")
-        elif level is not None:
-            builder.heading(text, level)
-        elif _is_list_item(par, chains):
-            builder.add(par.text, "list_item")
-        else:
-            builder.add(par.text)
-    pictures = len(body.findall(".//" + qn("w:drawing"))) + len(body.findall(".//" + qn("w:pict")))
+        if text:
+            level = _heading_level(par, chains)
+            if level is None and not _is_list_item(par, chains):
+                level = _formatted_heading_level(par, text)
+            if level == 0:
+                title = title or text
+                builder.add(text, "title")
+            elif level is not None:
+                builder.heading(text, level)
+            elif _is_list_item(par, chains):
+                builder.add(par.text, "list_item")
+            else:
+                builder.add(par.text)
+        for box_text in _text_box_paragraphs(item, parent):  # after the paragraph they are anchored in
+            builder.add(box_text)
+    pictures = _picture_count(body)
     notes = [f"{pictures} embedded picture(s) not OCR'd"] if pictures else []
     core_title = (document.core_properties.title or "").strip() or None
     return make_document(

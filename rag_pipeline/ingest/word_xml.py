@@ -6,7 +6,8 @@ blocks the `.docx` reader gives: headings from the built-in heading styles or an
 Title style's paragraph as the title, list items, table rows on the column grid (a cell spanning
 columns fills the first and leaves the rest empty, a cell merged down takes the text above: the
 rule of the `.docx`, `.doc` and RTF readers).
-Field codes, deleted text and notes are left out (a note's text would cut its sentence in two).
+Field codes, deleted text and notes are left out (a note's text would cut its sentence in two); a
+text box's paragraphs follow the paragraph it is anchored in.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
 
 _W = "http://schemas.microsoft.com/office/word/2003/wordml"
 _NS = {"w": _W, "o": "urn:schemas-microsoft-com:office:office"}
-_SKIP = {f"{{{_W}}}{name}" for name in ("instrText", "delText", "footnote", "endnote", "annotation", "pPr", "rPr", "tblPr", "tcPr", "trPr")}
+_SKIP = {
+    f"{{{_W}}}{name}"
+    for name in ("instrText", "delText", "footnote", "endnote", "annotation", "pPr", "rPr", "tblPr", "tcPr", "trPr", "txbxContent")
+}
 _HEADING_NAME = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 _NOT_WORD_XML = "an XML file that is not a Word or Excel 2003 XML document (w:wordDocument, ss:Workbook)"
 _MARKER = re.compile(rb"progid=[\"']Word\.Document[\"']|schemas\.microsoft\.com/office/word/2003/wordml")
@@ -152,6 +156,9 @@ class _Walker:
             self.builder.add(text, "list_item")
         else:
             self.builder.add(text)
+        for box in p.iter(_w("txbxContent")):  # a text box's paragraphs follow the one it is anchored in
+            if next(box.iterancestors(_w("p")), None) is p:
+                self.walk(box)
 
 
 def parse_word_xml(path: Path) -> ParsedDocument:
