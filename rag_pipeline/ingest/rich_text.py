@@ -10,10 +10,11 @@ reader of the document sees and the structure the index needs:
   ``\\outlinelevel``), list items (``\\ls``), the title from ``{\\info{\\title …}}``;
 - tables: ``\\cell`` and ``\\row``, each row's cell edges (``\\cellx``) and merges (``\\clvmrg``,
   ``\\clmrg``) put back on the column grid as the .doc reader does;
+- footnotes and endnotes: their text in brackets where they are cited (the .odt/.docx readers' rule);
 - skipped: the font, colour and style tables, pictures and objects (their hex is most of a
-  file's bytes), headers and footers, footnotes, comments, field instructions (a field's result
-  is kept, but not a table of contents' or an index's), and every ``{\\*\\…}`` destination the
-  reader does not know.
+  file's bytes), headers and footers, comments, field instructions (a field's result is kept,
+  but not a table of contents' or an index's), and every ``{\\*\\…}`` destination the reader
+  does not know.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ class _Reader:
         self.rows: list[tuple[list[str], RowLayout]] = []
         self.unicode_pending = 0
         self.field_code = ""  # the instruction of the field being read (its result follows)
+        self.note = ""  # the text of the footnote being read (put in brackets where it is cited)
         # what a font-table or style-sheet entry read so far says
         self.entry: dict[str, object] = {}
 
@@ -138,6 +140,8 @@ class _Reader:
                 self.entry["name"] = str(self.entry.get("name", "")) + text
             elif group.destination == b"fldinst":
                 self.field_code += text
+            elif group.destination == b"footnote":
+                self.note += text
             return
         self.text.append(text)
 
@@ -238,8 +242,15 @@ class _Reader:
             self._emit(_WORD_CHARS[word], group)
 
     def _control_in_table_of(self, word: bytes, param: int | None, group: _Group) -> None:
-        """Control words inside the font table, the style sheet and the info group."""
-        if group.destination == b"fonttbl":
+        """Control words inside the font table, the style sheet, the info group and a footnote."""
+        if group.destination == b"footnote":
+            if word == b"f":
+                group.font = param
+            elif word == b"uc":
+                group.unicode_skip = param or 0
+            elif word in (b"par", b"tab", b"line"):
+                self.note += " "
+        elif group.destination == b"fonttbl":
             if word == b"f":
                 self.entry["font"] = param
             elif word == b"fcharset" and param in _CHARSET_CODEPAGES and param != 0:  # 0: the document's code page
@@ -277,6 +288,10 @@ def parse_rtf(path: Path) -> ParsedDocument:
                 reader.entry_done(group)
             if group.destination == b"title":  # the last one: {\upr{ANSI title}{\*\ud{Unicode title}}}
                 reader.title = _paired(str(reader.entry.pop("name", ""))).strip() or reader.title
+            if group.destination == b"footnote" and len(stack) > 1 and stack[-2].destination != b"footnote":
+                note, reader.note = " ".join(_paired(reader.note).split()), ""
+                if note:  # where it is cited, in brackets: the .odt/.docx/.doc readers' rule
+                    reader.text.append(f" ({note})")
             if len(stack) > 1:
                 stack.pop()
             continue

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from docx.opc.part import PartFactory
 from docx.oxml.ns import qn
+from docx.oxml.parser import OxmlElement, parse_xml
 from docx.package import Package
 from docx.parts.document import DocumentPart
 from docx.text.paragraph import Paragraph
@@ -47,6 +48,32 @@ def _text_box_paragraphs(p, parent) -> list[str]:  # type: ignore[no-untyped-def
         if squash(text):
             out.append(text)
     return out
+
+
+_NOTE_PARTS = {"footnotes": (qn("w:footnote"), qn("w:footnoteReference")), "endnotes": (qn("w:endnote"), qn("w:endnoteReference"))}
+
+
+def _inline_notes(part, body) -> None:  # type: ignore[no-untyped-def]
+    """Put each footnote's and endnote's text, in brackets, where it is cited (as the OpenDocument
+    reader does): a note qualifies its sentence ("30 minutes (at full load)"), and python-docx's
+    text leaves notes out. Done on the loaded tree, so every text path (paragraphs, cells, text
+    boxes) sees it; nothing is saved."""
+    for rel in part.rels.values():
+        kind = rel.reltype.rsplit("/", 1)[-1]
+        if kind not in _NOTE_PARTS or rel.is_external:
+            continue
+        note_tag, reference_tag = _NOTE_PARTS[kind]
+        notes = {
+            note.get(qn("w:id")): squash(" ".join(p.text for p in note.iter(qn("w:p"))))
+            for note in parse_xml(rel.target_part.blob).iter(note_tag)
+            if note.get(qn("w:type")) in (None, "normal")  # not the separator lines
+        }
+        for reference in body.iter(reference_tag):
+            if notes.get(reference.get(qn("w:id"))):
+                text = OxmlElement("w:t")
+                text.text = f" ({notes[reference.get(qn('w:id'))]})"
+                text.set("{http://www.w3.org/XML/1998/namespace}space", "preserve")
+                reference.addnext(text)
 
 
 _PICTURES = ("{http://schemas.openxmlformats.org/drawingml/2006/main}blip", "{urn:schemas-microsoft-com:vml}imagedata")
@@ -221,7 +248,7 @@ def _table_rows(tbl, parent) -> list[list[str]]:  # type: ignore[no-untyped-def]
 
 def parse_docx(path: Path) -> ParsedDocument:
     """Parse a .docx into heading, paragraph, list_item and table_row blocks; a text box's
-    paragraphs follow the paragraph it is anchored in.
+    paragraphs follow the paragraph it is anchored in, a note's text is in brackets where cited.
 
     Broken packages (not a zip, missing or malformed [Content_Types].xml) raise from
     python-docx and are reported as corrupt by the dispatcher. Embedded pictures are not
@@ -233,6 +260,7 @@ def parse_docx(path: Path) -> ParsedDocument:
     document = part.document
     body = document.element.body
     parent = document._body
+    _inline_notes(part, body)
     builder = BlockBuilder()
     title: str | None = None
     chains: dict = {}

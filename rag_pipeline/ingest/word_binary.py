@@ -4,10 +4,10 @@ The text of a .doc lies in its ``WordDocument`` stream as *pieces* (8-bit cp1252
 the latter for any Chinese), listed in order by the piece table in the ``0Table``/``1Table``
 stream. Paragraphs end in ``\\r``; a table cell ends in ``\\x07`` and so does a row, whose end
 mark is told from an empty cell's by its paragraph properties (``sprmPFTtp`` in the PAPX
-formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); pictures,
-footnote and comment anchors are dropped. Headings are paragraphs in the built-in heading styles
-(or with an outline level of their own). Only the main text is read (headers, footers, footnotes
-and text boxes are not).
+formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); pictures and
+comment anchors are dropped, a footnote's or endnote's text is put in brackets where it is cited
+(the .odt/.docx readers' rule). Headings are paragraphs in the built-in heading styles (or with an
+outline level of their own). Headers, footers and text boxes are not read.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
 _WORD_IDENT = 0xA5EC
 _OLDER_WORD_IDENTS = {0xA5DC, 0xA5DB}  # Word 6.0/95, Word 2.0
 _FC_STSHF, _FC_CLX, _FC_PLCF_BTE_PAPX = 1, 33, 13  # indexes into FibRgFcLcb97
+_FC_FOOTNOTE_REF, _FC_FOOTNOTE_TXT, _FC_ENDNOTE_REF, _FC_ENDNOTE_TXT = 2, 3, 46, 47
 _SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x2416, 0x2417, 0x244C, 0xD608
 _SPRM_P_OUT_LVL = 0x2640  # a paragraph's own outline level (0-8; 9 = body text)
 _SPRM_P_ILFO = 0x460B  # the paragraph's list (0: none)
@@ -51,8 +52,9 @@ class _Piece:
         return self.fc + (cp - self.cp_start) * (1 if self.compressed else 2)
 
 
-def _fib(word: bytes) -> tuple[int, bool, int, list[tuple[int, int]]]:
-    """(flags, table stream is 1Table, ccpText, [(fc, lcb)…]) from the File Information Block."""
+def _fib(word: bytes) -> tuple[int, bool, tuple[int, ...], list[tuple[int, int]]]:
+    """(flags, table stream is 1Table, the story lengths [ccpText, ccpFtn, ccpHdd, ccpMcr, ccpAtn,
+    ccpEdn, …], [(fc, lcb)…]) from the File Information Block."""
     ident, = struct.unpack_from("<H", word, 0)
     if ident in _OLDER_WORD_IDENTS:
         raise UnreadableDocument("unsupported_format", "a Word 6.0/95 document (before Word 97): save it as .docx")
@@ -67,7 +69,7 @@ def _fib(word: bytes) -> tuple[int, bool, int, list[tuple[int, int]]]:
     pos += 2 + 4 * cslw
     pairs, = struct.unpack_from("<H", word, pos)
     fc_lcb = [struct.unpack_from("<II", word, pos + 2 + 8 * i) for i in range(pairs)]
-    return flags, bool(flags & 0x0200), longs[3], fc_lcb
+    return flags, bool(flags & 0x0200), longs[3:], fc_lcb
 
 
 def _pieces(table: bytes, fc: int, lcb: int) -> list[_Piece]:
@@ -92,15 +94,37 @@ def _pieces(table: bytes, fc: int, lcb: int) -> list[_Piece]:
     return pieces
 
 
-def _text(word: bytes, pieces: list[_Piece], cp_end: int) -> str:
+def _text(word: bytes, pieces: list[_Piece], cp_end: int, cp_start: int = 0) -> str:
+    """The characters at CPs [cp_start, cp_end): the main text from 0, a subdocument after it."""
     out = []
     for p in pieces:
         if p.cp_start >= cp_end:
             break
-        n = min(p.cp_end, cp_end) - p.cp_start
-        data = word[p.fc:p.fc + n * (1 if p.compressed else 2)]
+        if p.cp_end <= cp_start:
+            continue
+        first, last = max(p.cp_start, cp_start), min(p.cp_end, cp_end)
+        data = word[p.fc_of(first):p.fc_of(last)]
         out.append(data.decode("cp1252", "replace") if p.compressed else data.decode("utf-16-le", "replace"))
     return "".join(out)
+
+
+def _notes(word: bytes, table: bytes, pieces: list[_Piece], refs: tuple[int, int], texts: tuple[int, int], start: int) -> dict[int, str]:
+    """CP of a footnote's (or endnote's) reference mark in the main text -> the note's text: the
+    PlcffndRef's CPs, paired in order with the PlcffndTxt's ranges in the notes' subdocument, which
+    begins at CP `start`."""
+    (ref_fc, ref_lcb), (txt_fc, txt_lcb) = refs, texts
+    count = (ref_lcb - 4) // 6 if ref_lcb >= 10 else 0  # a PLC of count+1 CPs and count 2-byte FRDs
+    if not count or txt_lcb < 4 * (count + 1) or ref_fc + ref_lcb > len(table) or txt_fc + txt_lcb > len(table):
+        return {}
+    positions = struct.unpack_from(f"<{count}I", table, ref_fc)
+    bounds = struct.unpack_from(f"<{count + 1}I", table, txt_fc)
+    notes = {}
+    for i, cp in enumerate(positions):
+        fields = _Fields()
+        raw = _text(word, pieces, start + bounds[i + 1], start + bounds[i])
+        text = "".join(ch for ch in raw if fields.visible(ch)).translate(_TRANSLATE)
+        notes[cp] = " ".join(text.replace(_CELL, " ").replace(_PARAGRAPH, " ").split())
+    return notes
 
 
 def _sprms(grpprl: bytes) -> dict[int, bytes]:
@@ -247,7 +271,7 @@ def parse_doc(path: Path) -> ParsedDocument:
         if not ole.exists("WordDocument"):
             raise UnreadableDocument("unsupported_format", "an OLE file without a WordDocument stream (not a Word document)")
         word = ole.openstream("WordDocument").read()
-        flags, one_table, ccp_text, fc_lcb = _fib(word)
+        flags, one_table, ccps, fc_lcb = _fib(word)
         if flags & 0x0100:
             raise UnreadableDocument("encrypted", "password-protected Word 97-2003 document")
         table_name = "1Table" if one_table else "0Table"
@@ -256,6 +280,11 @@ def parse_doc(path: Path) -> ParsedDocument:
         table = ole.openstream(table_name).read()
         data = ole.openstream("Data").read() if ole.exists("Data") else b""
     pieces = _pieces(table, *fc_lcb[_FC_CLX])
+    ccp_text = ccps[0]
+    notes = {
+        **_notes(word, table, pieces, fc_lcb[_FC_FOOTNOTE_REF], fc_lcb[_FC_FOOTNOTE_TXT], ccp_text),
+        **_notes(word, table, pieces, fc_lcb[_FC_ENDNOTE_REF], fc_lcb[_FC_ENDNOTE_TXT], sum(ccps[:5])),
+    } if len(fc_lcb) > _FC_ENDNOTE_TXT and len(ccps) > 5 else {}
     ends, paragraphs = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
     levels = heading_styles(table, *fc_lcb[_FC_STSHF])
     piece_starts = [p.cp_start for p in pieces]
@@ -277,6 +306,8 @@ def parse_doc(path: Path) -> ParsedDocument:
             continue
         if ch not in (_CELL, _PARAGRAPH, _SECTION):
             current.append(ch)
+            if notes.get(cp):  # the note's reference mark (\x02, or the author's own mark)
+                current.append(f" ({notes[cp]})")
             continue
         text = "".join(current).translate(_TRANSLATE).strip()
         current = []

@@ -6,8 +6,9 @@ blocks the `.docx` reader gives: headings from the built-in heading styles or an
 Title style's paragraph as the title, list items, table rows on the column grid (a cell spanning
 columns fills the first and leaves the rest empty, a cell merged down takes the text above: the
 rule of the `.docx`, `.doc` and RTF readers).
-Field codes, deleted text and notes are left out (a note's text would cut its sentence in two); a
-text box's paragraphs follow the paragraph it is anchored in.
+Field codes, deleted text and comments are left out; a footnote's or endnote's text is put in
+brackets where it is cited (the `.odt` and `.docx` readers' rule), a text box's paragraphs follow
+the paragraph it is anchored in.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from lxml import etree
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
+from rag_pipeline.ingest.textutil import squash
 
 _W = "http://schemas.microsoft.com/office/word/2003/wordml"
 _NS = {"w": _W, "o": "urn:schemas-microsoft-com:office:office"}
 _SKIP = {
     f"{{{_W}}}{name}"
-    for name in ("instrText", "delText", "footnote", "endnote", "annotation", "pPr", "rPr", "tblPr", "tcPr", "trPr", "txbxContent")
+    for name in ("instrText", "delText", "annotation", "pPr", "rPr", "tblPr", "tcPr", "trPr", "txbxContent")
 }
 _HEADING_NAME = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+_NOTES = {f"{{{_W}}}footnote", f"{{{_W}}}endnote"}
 _NOT_WORD_XML = "an XML file that is not a Word or Excel 2003 XML document (w:wordDocument, ss:Workbook)"
 _MARKER = re.compile(rb"progid=[\"']Word\.Document[\"']|schemas\.microsoft\.com/office/word/2003/wordml")
 
@@ -46,8 +49,9 @@ def _val(el: etree._Element | None) -> str | None:
 
 
 def _text(el: etree._Element) -> str:
-    """A paragraph's (or cell's) text: its runs' text, tabs and breaks; properties, field codes,
-    deleted text and notes left out (their subtrees are not entered)."""
+    """A paragraph's (or cell's) text: its runs' text, tabs and breaks, a footnote's or endnote's
+    text in brackets; properties, field codes, deleted text, comments and text boxes left out
+    (their subtrees are not entered)."""
     parts: list[str] = []
     for node in el:
         if node.tag in _SKIP:
@@ -58,6 +62,9 @@ def _text(el: etree._Element) -> str:
             parts.append("\t")
         elif node.tag in (_w("br"), _w("cr")):
             parts.append("\n")
+        elif node.tag in _NOTES:  # written where it is cited: in brackets, as the .odt/.docx readers put it
+            note = squash(" ".join(_text(p) for p in node.iter(_w("p"))))
+            parts.append(f" ({note})" if note else "")
         else:
             parts.append(_text(node))
     return "".join(parts)
@@ -102,6 +109,16 @@ def _heading_styles(root: etree._Element) -> dict[str, int]:
     return levels
 
 
+def _cell_paragraphs(el: etree._Element):  # type: ignore[no-untyped-def]
+    """A cell's paragraphs in order, a nested table's included (its text joins the cell's); not a
+    note's or a text box's paragraphs (their text is read through the paragraph holding them)."""
+    for child in el:
+        if child.tag == _w("p"):
+            yield child
+        elif child.tag not in _SKIP:
+            yield from _cell_paragraphs(child)
+
+
 def _grid_span(properties: etree._Element | None, name: str) -> int:
     """A cell's or row's span in grid columns (w:gridSpan, w:gridBefore), capped at 64."""
     value = _val(properties.find(f"w:{name}", _NS)) if properties is not None else None
@@ -119,7 +136,7 @@ def _rows(table: etree._Element) -> list[list[str]]:
         for tc in tr.iterfind("w:tc", _NS):
             properties = tc.find("w:tcPr", _NS)
             merge = properties.find("w:vmerge", _NS) if properties is not None else None
-            cells.append(" ".join(t for t in (_text(p).strip() for p in tc.iterfind(".//w:p", _NS)) if t))
+            cells.append(" ".join(t for t in (_text(p).strip() for p in _cell_paragraphs(tc)) if t))
             edges.append(edges[-1] + max(1, _grid_span(properties, "gridSpan")))
             above.append(merge is not None and _val(merge) != "restart")
         rows.append((cells, RowLayout(tuple(edges), tuple(above), (False,) * len(cells))))

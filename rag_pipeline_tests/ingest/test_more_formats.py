@@ -596,6 +596,19 @@ def test_text_box_paragraphs_follow_the_paragraph_they_are_anchored_in():
         assert doc.warnings == [], name
 
 
+@pytest.mark.parametrize("name", ["设备维护.docx", "设备维护.doc", "设备维护.rtf", "设备维护.xml"])
+def test_a_note_is_read_in_brackets_where_it_is_cited_in_every_word_format(name):
+    """Footnotes and an endnote (LibreOffice's .docx, .doc, RTF and Word 2003 XML of
+    files/设备维护.fodt) read as the OpenDocument reader reads the .odt of the same source: the
+    note's text in brackets after its reference mark, in the sentence it qualifies."""
+    expected = [(b.kind, b.text) for b in parse_file(FILES / "设备维护.odt").blocks]
+    assert [text for _, text in expected] == [
+        "UPS 维护规定", "断电后 UPS 须支撑 30 分钟 (按满载功率计算。)，电池每两年更换一次。", "每月自检一次 (自检记录保存三年。)。",
+        "The battery room must stay below 25 °C. (Measured at rack height.)",
+    ]
+    assert [(b.kind, b.text) for b in parse_file(FILES / name).blocks] == expected
+
+
 _WORDML = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<?mso-application progid="Word.Document"?>\n'
     '<w:wordDocument xmlns:w="http://schemas.microsoft.com/office/word/2003/wordml" '
@@ -612,7 +625,7 @@ _WORDML = (
     '<w:tbl><w:tblGrid><w:gridCol/><w:gridCol/><w:gridCol/></w:tblGrid>'
     '<w:tr><w:tc><w:p><w:r><w:t>类别</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>型号</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>数量</w:t></w:r></w:p></w:tc></w:tr>'
     '<w:tr><w:tc><w:tcPr><w:vmerge w:val="restart"/></w:tcPr><w:p><w:r><w:t>电源</w:t></w:r></w:p></w:tc>'
-    '<w:tc><w:p><w:r><w:t>UPS-3K</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>2</w:t></w:r></w:p></w:tc></w:tr>'
+    '<w:tc><w:p><w:r><w:t>UPS-3K</w:t></w:r><w:r><w:footnote><w:p><w:r><w:t>含电池柜</w:t></w:r></w:p></w:footnote></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>2</w:t></w:r></w:p></w:tc></w:tr>'
     '<w:tr><w:tc><w:tcPr><w:vmerge/></w:tcPr><w:p/></w:tc>'
     '<w:tc><w:p><w:r><w:t>PDU-8</w:t></w:r></w:p></w:tc><w:tc><w:p><w:r><w:t>4</w:t></w:r></w:p></w:tc></w:tr>'
     '<w:tr><w:tc><w:tcPr><w:gridSpan w:val="2"/></w:tcPr><w:p><w:r><w:t>合计</w:t></w:r></w:p></w:tc>'
@@ -623,8 +636,9 @@ _WORDML = (
 
 def test_word_2003_xml_as_word_writes_it(tmp_path):
     """Word's own markup: an outline level and the English built-in style name (whatever the UI
-    language) make headings; a list item; a field's result without its code; a footnote left out
-    of its sentence; a cell merged down filled from above; a cell spanning two columns fills the
+    language) make headings; a list item; a field's result without its code; a footnote's text in
+    brackets where cited, in a paragraph and in a cell (not a paragraph of its own); a cell merged
+    down filled from above; a cell spanning two columns fills the
     first and leaves the second empty (the .docx reader's rule), so the next cell keeps its header."""
     path = tmp_path / "设备清单.xml"
     path.write_text(_WORDML, encoding="utf-8")
@@ -633,11 +647,11 @@ def test_word_2003_xml_as_word_writes_it(tmp_path):
     assert [(b.kind, b.text, b.heading_path) for b in doc.blocks[:4]] == [
         ("heading", "机房设备", ("机房设备",)),
         ("heading", "UPS", ("机房设备", "UPS")),
-        ("paragraph", "断电后支撑 30 分钟。", ("机房设备", "UPS")),
+        ("paragraph", "断电后支撑 30 分钟。 (满载时。)", ("机房设备", "UPS")),
         ("list_item", "每月自检一次", ("机房设备", "UPS")),
     ]
-    assert _rows(doc) == ["类别: 电源; 型号: UPS-3K; 数量: 2", "类别: 电源; 型号: PDU-8; 数量: 4", "类别: 合计; 数量: 6"]
-    assert "REF" not in doc.text and "满载" not in doc.text
+    assert _rows(doc) == ["类别: 电源; 型号: UPS-3K (含电池柜); 数量: 2", "类别: 电源; 型号: PDU-8; 数量: 4", "类别: 合计; 数量: 6"]
+    assert "REF" not in doc.text
 
 
 # ---------------------------------------------------------------- Excel 2003 XML (SpreadsheetML)
