@@ -11,6 +11,7 @@ reader of the document sees and the structure the index needs:
 - tables: ``\\cell`` and ``\\row``, each row's cell edges (``\\cellx``) and merges (``\\clvmrg``,
   ``\\clmrg``) put back on the column grid as the .doc reader does;
 - footnotes and endnotes: their text in brackets where they are cited (the .odt/.docx readers' rule);
+  a text box's paragraphs (``\\shptxt`` inside a shape) after the paragraph it is anchored in;
 - skipped: the font, colour and style tables, pictures and objects (their hex is most of a
   file's bytes), headers and footers, comments, field instructions (a field's result is kept,
   but not a table of contents' or an index's), and every ``{\\*\\…}`` destination the reader
@@ -120,6 +121,7 @@ class _Reader:
         self.unicode_pending = 0
         self.field_code = ""  # the instruction of the field being read (its result follows)
         self.note = ""  # the text of the footnote being read (put in brackets where it is cited)
+        self.boxes: list[str] = [""]  # paragraphs of the text boxes met in this paragraph (added after it)
         # what a font-table or style-sheet entry read so far says
         self.entry: dict[str, object] = {}
 
@@ -142,6 +144,8 @@ class _Reader:
                 self.field_code += text
             elif group.destination == b"footnote":
                 self.note += text
+            elif group.destination == b"shptxt":
+                self.boxes[-1] += text
             return
         self.text.append(text)
 
@@ -165,6 +169,9 @@ class _Reader:
             self.builder.heading(text, level)
         else:
             self.builder.add(text, "title" if level == 0 else "list_item" if self.paragraph.listed else "paragraph")
+        for box in self.boxes:  # text boxes anchored in it: after it, as the .docx/.odt readers put them
+            self.builder.add(_paired(box).strip())
+        self.boxes = [""]
 
     def end_cell(self) -> None:
         self.cell.append(self._take_text())
@@ -243,11 +250,13 @@ class _Reader:
 
     def _control_in_table_of(self, word: bytes, param: int | None, group: _Group) -> None:
         """Control words inside the font table, the style sheet, the info group and a footnote."""
-        if group.destination == b"footnote":
+        if group.destination in (b"footnote", b"shptxt"):
             if word == b"f":
                 group.font = param
             elif word == b"uc":
                 group.unicode_skip = param or 0
+            elif word == b"par" and group.destination == b"shptxt":
+                self.boxes.append("")
             elif word in (b"par", b"tab", b"line"):
                 self.note += " "
         elif group.destination == b"fonttbl":
@@ -331,6 +340,9 @@ def parse_rtf(path: Path) -> ParsedDocument:
         if word == b"u" and number is not None:
             reader._emit(chr(number % 65536), group)
             reader.unicode_pending = group.unicode_skip
+            continue
+        if group.skip and group.destination == b"shp" and word == b"shptxt":  # a text box's text: read
+            group.destination = b"shptxt"
             continue
         if not group.skip and (word in _SKIPPED or pending_destination):
             group.skip, group.destination = True, word
