@@ -28,7 +28,7 @@ PARSE_CACHE_VERSION = 7
 # everything, OCR included). Word 2003 XML (.xml, under .doc) — .doc/.xml 1: read; 2: cells spanning
 # columns fill the first (were repeated in each). Excel 2003 XML — .xml 3, .xls 1: read (under .xls it
 # was read as HTML). Text boxes and notes — .docx family 1, .doc 3, .xml 4, .rtf 1: a text box's
-# paragraphs read after its anchor (lost in .docx and RTF, run into the anchor in Word 2003 XML), a
+# paragraphs read after its anchor (lost in .docx, .doc and RTF, run into the anchor in Word 2003 XML), a
 # footnote's or endnote's text in brackets where cited (was dropped). WPS Office's .wps/.wpt, .et/.ett, .dps/.dpt
 # and Outlook's .msg — 1: read (a cached outcome says "not supported").
 EXTENSION_VERSIONS = {

@@ -6,8 +6,9 @@ stream. Paragraphs end in ``\\r``; a table cell ends in ``\\x07`` and so does a 
 mark is told from an empty cell's by its paragraph properties (``sprmPFTtp`` in the PAPX
 formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); pictures and
 comment anchors are dropped, a footnote's or endnote's text is put in brackets where it is cited
-(the .odt/.docx readers' rule). Headings are paragraphs in the built-in heading styles (or with an
-outline level of their own). Headers, footers and text boxes are not read.
+(the .odt/.docx readers' rule), a text box's paragraphs follow the paragraph its shape is anchored
+in. Headings are paragraphs in the built-in heading styles (or with an outline level of their own).
+Headers and footers are not read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _WORD_IDENT = 0xA5EC
 _OLDER_WORD_IDENTS = {0xA5DC, 0xA5DB}  # Word 6.0/95, Word 2.0
 _FC_STSHF, _FC_CLX, _FC_PLCF_BTE_PAPX = 1, 33, 13  # indexes into FibRgFcLcb97
 _FC_FOOTNOTE_REF, _FC_FOOTNOTE_TXT, _FC_ENDNOTE_REF, _FC_ENDNOTE_TXT = 2, 3, 46, 47
+_FC_SHAPE_ANCHORS, _FC_TEXT_BOX_STORIES = 40, 56  # PlcSpaMom (FSPA: 26 bytes), PlcftxbxTxt (FTXBXS: 22 bytes)
 _SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x2416, 0x2417, 0x244C, 0xD608
 _SPRM_P_OUT_LVL = 0x2640  # a paragraph's own outline level (0-8; 9 = body text)
 _SPRM_P_ILFO = 0x460B  # the paragraph's list (0: none)
@@ -112,19 +114,46 @@ def _notes(word: bytes, table: bytes, pieces: list[_Piece], refs: tuple[int, int
     """CP of a footnote's (or endnote's) reference mark in the main text -> the note's text: the
     PlcffndRef's CPs, paired in order with the PlcffndTxt's ranges in the notes' subdocument, which
     begins at CP `start`."""
-    (ref_fc, ref_lcb), (txt_fc, txt_lcb) = refs, texts
-    count = (ref_lcb - 4) // 6 if ref_lcb >= 10 else 0  # a PLC of count+1 CPs and count 2-byte FRDs
-    if not count or txt_lcb < 4 * (count + 1) or ref_fc + ref_lcb > len(table) or txt_fc + txt_lcb > len(table):
+    positions, _ = _plc(table, *refs, 2)
+    (txt_fc, txt_lcb) = texts
+    if not positions or txt_lcb < 4 * len(positions) or txt_fc + txt_lcb > len(table):
         return {}
-    positions = struct.unpack_from(f"<{count}I", table, ref_fc)
-    bounds = struct.unpack_from(f"<{count + 1}I", table, txt_fc)
-    notes = {}
-    for i, cp in enumerate(positions):
-        fields = _Fields()
-        raw = _text(word, pieces, start + bounds[i + 1], start + bounds[i])
-        text = "".join(ch for ch in raw if fields.visible(ch)).translate(_TRANSLATE)
-        notes[cp] = " ".join(text.replace(_CELL, " ").replace(_PARAGRAPH, " ").split())
-    return notes
+    bounds = struct.unpack_from(f"<{len(positions)}I", table, txt_fc)  # a note i spans bounds[i]..bounds[i+1]
+    return {cp: " ".join(_story_text(word, pieces, start + bounds[i], start + bounds[i + 1])) for i, cp in enumerate(positions[:-1])}
+
+
+def _story_text(word: bytes, pieces: list[_Piece], start: int, end: int) -> list[str]:
+    """A subdocument story's paragraphs as a reader sees them (field codes out, anchors dropped)."""
+    fields = _Fields()
+    raw = "".join(ch for ch in _text(word, pieces, end, start) if fields.visible(ch)).translate(_TRANSLATE)
+    return [" ".join(p.split()) for p in raw.replace(_CELL, _PARAGRAPH).replace(_SECTION, _PARAGRAPH).split(_PARAGRAPH) if p.strip()]
+
+
+def _plc(table: bytes, fc: int, lcb: int, data_size: int) -> tuple[tuple[int, ...], list[bytes]]:
+    """A PLC's CPs (one more than its entries) and its entries' bytes; empty when it is absent or
+    does not fit the table stream (a damaged file)."""
+    count = (lcb - 4) // (4 + data_size) if lcb >= 4 + 4 + data_size else 0
+    if not count or fc + lcb > len(table):
+        return (), []
+    cps = struct.unpack_from(f"<{count + 1}I", table, fc)
+    base = fc + 4 * (count + 1)
+    return cps, [table[base + data_size * i:base + data_size * (i + 1)] for i in range(count)]
+
+
+def _text_boxes(word: bytes, table: bytes, pieces: list[_Piece], fc_lcb: list[tuple[int, int]], start: int) -> dict[int, list[str]]:
+    """CP of a shape's anchor in the main text -> the paragraphs of its text box: each story of
+    the text-box subdocument (from CP `start`) names its shape (FTXBXS.lid), anchored at the CP
+    PlcSpaMom gives that shape's id (FSPA.spid)."""
+    anchors, shapes = _plc(table, *fc_lcb[_FC_SHAPE_ANCHORS], 26)
+    stories, boxes = _plc(table, *fc_lcb[_FC_TEXT_BOX_STORIES], 22)
+    anchor_of = {struct.unpack_from("<i", shape)[0]: cp for cp, shape in zip(anchors, shapes)}
+    out: dict[int, list[str]] = {}
+    for i, box in enumerate(boxes):
+        reusable, = struct.unpack_from("<H", box, 8)
+        lid, = struct.unpack_from("<i", box, 14)
+        if not reusable and lid in anchor_of:
+            out.setdefault(anchor_of[lid], []).extend(_story_text(word, pieces, start + stories[i], start + stories[i + 1]))
+    return out
 
 
 def _sprms(grpprl: bytes) -> dict[int, bytes]:
@@ -285,6 +314,8 @@ def parse_doc(path: Path) -> ParsedDocument:
         **_notes(word, table, pieces, fc_lcb[_FC_FOOTNOTE_REF], fc_lcb[_FC_FOOTNOTE_TXT], ccp_text),
         **_notes(word, table, pieces, fc_lcb[_FC_ENDNOTE_REF], fc_lcb[_FC_ENDNOTE_TXT], sum(ccps[:5])),
     } if len(fc_lcb) > _FC_ENDNOTE_TXT and len(ccps) > 5 else {}
+    boxes = _text_boxes(word, table, pieces, fc_lcb, sum(ccps[:6])) if len(fc_lcb) > _FC_TEXT_BOX_STORIES and len(ccps) > 6 else {}
+    anchored: list[str] = []  # text boxes anchored in the paragraph being read: added after it
     ends, paragraphs = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
     levels = heading_styles(table, *fc_lcb[_FC_STSHF])
     piece_starts = [p.cp_start for p in pieces]
@@ -308,6 +339,7 @@ def parse_doc(path: Path) -> ParsedDocument:
             current.append(ch)
             if notes.get(cp):  # the note's reference mark (\x02, or the author's own mark)
                 current.append(f" ({notes[cp]})")
+            anchored.extend(boxes.get(cp, ()))
             continue
         text = "".join(current).translate(_TRANSLATE).strip()
         current = []
@@ -316,7 +348,8 @@ def parse_doc(path: Path) -> ParsedDocument:
             rows.append((cells, paragraph.row))
             cells = []
         elif ch == _CELL or paragraph.in_table:
-            cell.append(text)
+            cell.extend([text, *anchored])
+            anchored = []
             if ch == _CELL:
                 cells.append("\n".join(t for t in cell if t))
                 cell = []
@@ -331,6 +364,9 @@ def parse_doc(path: Path) -> ParsedDocument:
                 builder.heading(text, level)
             else:
                 builder.add(text, "title" if level == 0 else "list_item" if paragraph.listed else "paragraph")
+            for box in anchored:  # after the paragraph it is anchored in, as the .docx/.odt readers put them
+                builder.add(box)
+            anchored = []
     if rows:
         builder.add_table(grid_rows(rows))
     return make_document(builder, format="doc", parser="olefile", title=ole_title(path))

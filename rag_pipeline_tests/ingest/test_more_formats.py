@@ -581,16 +581,17 @@ def test_word_2003_xml_reads_as_the_docx_it_was_saved_from_under_either_name(tmp
 
 
 def test_text_box_paragraphs_follow_the_paragraph_they_are_anchored_in():
-    """A flowchart's steps written in text boxes (LibreOffice's .docx, RTF and Word 2003 XML of
-    files/审批流程.fodt): read after their anchor paragraph, once each (a .docx holds every box
-    twice, DrawingML and its VML fallback), as the OpenDocument reader reads the .odt of the same
-    source; a text box is not counted as a picture."""
+    """A flowchart's steps written in text boxes (LibreOffice's .docx, .doc, RTF and Word 2003 XML
+    of files/审批流程.fodt): read after their anchor paragraph, once each (a .docx holds every box
+    twice, DrawingML and its VML fallback; a .doc keeps them in a subdocument, each story naming
+    its shape), as the OpenDocument reader reads the .odt of the same source; a text box is not
+    counted as a picture."""
     expected = [(b.kind, b.text, b.heading_path) for b in parse_file(FILES / "审批流程.odt").blocks]
     assert [text for _, text, _ in expected] == [
         "采购审批流程", "采购申请按以下流程办理：", "第一步：申请人在系统中提交采购申请单。", "金额超过五万元须附三家报价。",
         "第二步：部门经理在三个工作日内审批。", "审批通过后由财务部付款。",
     ]
-    for name in ("审批流程.docx", "审批流程.rtf", "审批流程.xml"):
+    for name in ("审批流程.docx", "审批流程.doc", "审批流程.rtf", "审批流程.xml"):
         doc = parse_file(FILES / name)
         assert [(b.kind, b.text, b.heading_path) for b in doc.blocks] == expected, name
         assert doc.warnings == [], name
