@@ -183,23 +183,25 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
     if ext in _KINGSOFT:
         return _kingsoft(path, ext, head, ocr_lang, max_bytes)
     if ext in _MISNAMED and not head.startswith(_OLE_MAGIC):
-        return _misnamed(path, ext, head, max_bytes)
+        return _misnamed(path, ext, head, max_bytes, ocr_lang)
     if ext in _ZIP_EXTENSIONS:
         if head.startswith(_OLE_MAGIC):
             return _ole_package(path, ext)
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
+    if ext in _WORD_EXTENSIONS:  # its pictures are OCR'd
+        return parse_docx(path, ocr_lang=ocr_lang)
     return _TEXT_PARSERS[ext](path)
 
 
-def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int) -> ParsedDocument:
+def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int, ocr_lang: str) -> ParsedDocument:
     """A ".doc" or ".xls" that is not an Office 97-2003 file: a renamed .docx/.xlsx, or what web
     systems and older tools save under those names (RTF or Word 2003 XML as .doc, Excel 2003 XML
     as .xls, an HTML page or table as either), all of which Word and Excel open."""
     if zipfile.is_zipfile(path):
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
-        return _MISNAMED[ext](path)
+        return parse_docx(path, ocr_lang=ocr_lang) if ext == ".doc" else parse_xlsx(path)
     if ext == ".doc" and looks_like_rtf(head):
         return parse_rtf(path)
     if ext == ".doc" and looks_like_word_xml(head):
@@ -213,7 +215,7 @@ def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int) -> Pars
     raise UnreadableDocument("corrupt", "neither an Excel 97-2003 file (OLE2), a .xlsx package, Excel 2003 XML nor HTML")
 
 
-_MISNAMED = {".doc": parse_docx, ".xls": parse_xlsx}
+_MISNAMED = {".doc", ".xls"}
 
 
 def parse_file(

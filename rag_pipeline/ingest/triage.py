@@ -94,7 +94,7 @@ def triage(raw: RawFile, outcome: Outcome | None, ocr_min_confidence: float) -> 
     parsed = outcome
     if not parsed.text.strip():
         return releasable("no_text", "the file parsed but contains no text", parsed)
-    if parsed.ocr_used and parsed.ocr_pages and not released:
+    if parsed.ocr_used and not released and (parsed.ocr_pages or any(b.ocr_confidence is not None for b in parsed.blocks)):
         return _drop_low_confidence_pages(parsed, ocr_min_confidence, releasable)
     if parsed.ocr_used and (parsed.ocr_confidence or 0.0) < ocr_min_confidence:
         return releasable(
@@ -122,6 +122,8 @@ def _drop_low_confidence_pages(parsed: ParsedDocument, threshold: float, releasa
     The OCR text of pages below ``threshold`` is dropped and the pages are listed in the
     document's warnings (``PAGES_DROPPED_NOTE``); on the pages kept, paragraphs below it are
     dropped and counted (``PARAGRAPHS_DROPPED_NOTE``); text-layer pages are kept as they are.
+    A document whose OCR'd text comes from embedded pictures (a .docx) has no pages to judge:
+    only those paragraphs are.
     When nothing is left, the document is quarantined as ``ocr_low_confidence`` with the
     pages listed, and can be released like any low-confidence scan.
     """
@@ -141,11 +143,13 @@ def _drop_low_confidence_pages(parsed: ParsedDocument, threshold: float, releasa
         why_empty.append(f"every OCR'd page is unreadable: {detail}" if not low else detail)
     if low:
         pages = sorted({b.page for b in low}, key=lambda n: (n is None, n))
-        per_page = ", ".join(f"{n} ({sum(b.page == n for b in low)})" for n in pages)
+        per_page = ", ".join(f"{n if n is not None else 'embedded pictures'} ({sum(b.page == n for b in low)})" for n in pages)
         notes.append(f"{PARAGRAPHS_DROPPED_NOTE}: {len(low)} below threshold {threshold:g} on page(s) {per_page}")
         why_empty.insert(0, f"no OCR paragraph reaches threshold {threshold:g}")
     if not any(b.text.strip() for b in kept):
         return releasable("ocr_low_confidence", "; ".join(why_empty), parsed, parsed.ocr_confidence)
+    if not parsed.ocr_pages:  # pictures OCR'd inside a document: only their paragraphs are judged
+        return replace(parsed, blocks=kept, warnings=[*parsed.warnings, *notes])
     good = [p for p in parsed.ocr_pages if p["confidence"] >= threshold]
     words = sum(p["words"] for p in good)
     confidence = round(sum(p["confidence"] * p["words"] for p in good) / words, 1) if words else None

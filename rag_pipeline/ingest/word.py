@@ -21,6 +21,7 @@ from docx.text.paragraph import Paragraph
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
 
 # Macro-enabled documents (.docm) and templates (.dotx, .dotm) hold the same main part under
@@ -76,12 +77,26 @@ def _inline_notes(part, body) -> None:  # type: ignore[no-untyped-def]
                 reference.addnext(text)
 
 
-_PICTURES = ("{http://schemas.openxmlformats.org/drawingml/2006/main}blip", "{urn:schemas-microsoft-com:vml}imagedata")
+_BLIP = "{http://schemas.openxmlformats.org/drawingml/2006/main}blip"
+_IMAGE_DATA = "{urn:schemas-microsoft-com:vml}imagedata"
+_EMBED, _VML_ID = qn("r:embed"), qn("r:id")
 
 
-def _picture_count(body) -> int:  # type: ignore[no-untyped-def]
-    """Pictures in the body (DrawingML or VML image data; a text box or a shape is none), each once."""
-    return sum(1 for el in body.iter(*_PICTURES) if not any(a.tag == _FALLBACK for a in el.iterancestors()))
+def _pictures(p, part) -> list[bytes]:  # type: ignore[no-untyped-def]
+    """The image bytes of a paragraph's pictures (DrawingML or VML image data; a text box or a
+    shape is none), in order, each once (a VML fallback's copy skipped)."""
+    out = []
+    for el in p.iter(_BLIP, _IMAGE_DATA):
+        rid = el.get(_EMBED) if el.tag == _BLIP else el.get(_VML_ID)
+        if rid and rid in part.related_parts and not any(a.tag == _FALLBACK for a in el.iterancestors()):
+            out.append(part.related_parts[rid].blob)
+    return out
+
+
+def _add_picture_text(builder: BlockBuilder, pictures: PictureReader, el, part) -> None:  # type: ignore[no-untyped-def]
+    for blob in _pictures(el, part):
+        for para in pictures.paragraphs(blob):
+            builder.add(para.text, "ocr_text", ocr_confidence=round(para.confidence, 1))
 
 
 def _children(el, tag: str) -> Iterator:  # type: ignore[no-untyped-def]
@@ -246,13 +261,14 @@ def _table_rows(tbl, parent) -> list[list[str]]:  # type: ignore[no-untyped-def]
     return rows
 
 
-def parse_docx(path: Path) -> ParsedDocument:
+def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse a .docx into heading, paragraph, list_item and table_row blocks; a text box's
     paragraphs follow the paragraph it is anchored in, a note's text is in brackets where cited.
 
     Broken packages (not a zip, missing or malformed [Content_Types].xml) raise from
-    python-docx and are reported as corrupt by the dispatcher. Embedded pictures are not
-    OCR'd; their count is reported in ``warnings``.
+    python-docx and are reported as corrupt by the dispatcher. Embedded pictures are OCR'd
+    (ingest.pictures): their text follows the paragraph holding them, as ``ocr_text`` blocks
+    with their confidence, for triage to judge paragraph by paragraph.
     """
     part = Package.open(str(path)).main_document_part  # docx.Document() refuses all but .docx's content type
     if not isinstance(part, DocumentPart):
@@ -261,12 +277,14 @@ def parse_docx(path: Path) -> ParsedDocument:
     body = document.element.body
     parent = document._body
     _inline_notes(part, body)
+    pictures = PictureReader(ocr_lang)
     builder = BlockBuilder()
     title: str | None = None
     chains: dict = {}
     for item in _body_items(body):
         if item.tag == qn("w:tbl"):
             builder.add_table(_table_rows(item, parent))
+            _add_picture_text(builder, pictures, item, part)
             continue
         par = Paragraph(item, parent)
         text = squash(par.text)
@@ -285,13 +303,12 @@ def parse_docx(path: Path) -> ParsedDocument:
                 builder.add(par.text)
         for box_text in _text_box_paragraphs(item, parent):  # after the paragraph they are anchored in
             builder.add(box_text)
-    pictures = _picture_count(body)
-    notes = [f"{pictures} embedded picture(s) not OCR'd"] if pictures else []
+        _add_picture_text(builder, pictures, item, part)  # a picture's text (a pasted scan, a screenshot) after it too
     core_title = (document.core_properties.title or "").strip() or None
     return make_document(
         builder,
         format="docx",
         parser="python-docx",
         title=title or builder.first_heading or core_title,
-        warnings=notes,
+        **pictures.metadata(),
     )

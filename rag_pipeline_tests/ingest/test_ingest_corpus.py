@@ -290,6 +290,14 @@ def test_docx_heading_path_lists_and_tables():
     assert row.heading_path == ("Let’s swim!", "Let’s eat")
 
 
+@needs_ocr
+def test_docx_text_inside_an_embedded_picture_is_ocrd():
+    """The manifest's "body text + OCR of embedded image": the picture's words follow the body."""
+    d = doc("docx/ocr_test.docx")
+    assert [b.text for b in d.blocks if b.kind != "ocr_text"][:1] == ["我是文字"]
+    assert "横向文本框" in [b.text for b in d.blocks if b.kind == "ocr_text"] and d.ocr_used
+
+
 def test_docx_vertical_merge_repeats_group_value():
     d = doc("docx/word_example.docx")
     rows = [b.text for b in d.blocks if b.kind == "table_row"]

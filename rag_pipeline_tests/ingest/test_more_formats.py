@@ -613,6 +613,60 @@ def test_a_note_is_read_in_brackets_where_it_is_cited_in_every_word_format(name)
     assert [(b.kind, b.text) for b in parse_file(FILES / name).blocks] == expected
 
 
+def test_a_picture_in_a_docx_is_ocrd_after_its_paragraph_and_judged_paragraph_by_paragraph(tmp_path):
+    """A scanned page pasted into Word (the sample's scan in a python-docx document): its text is
+    read after the paragraph holding it, as the scan itself is read, as ocr_text with each
+    paragraph's confidence; the same picture again is read once. Triage judges those paragraphs
+    alone: above every confidence they all go, the document's own text stays (no quarantine)."""
+    import docx
+
+    from rag_pipeline.ingest.scan import scan_raw_folder
+    from rag_pipeline.ingest.triage import PARAGRAPHS_DROPPED_NOTE, triage
+
+    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
+    document = docx.Document()
+    document.add_paragraph("以下为扫描件：")
+    document.add_picture(str(scan))
+    document.add_paragraph("扫描件结束。")
+    document.add_picture(str(scan))
+    path = tmp_path / "扫描件.docx"
+    document.save(path)
+    doc = parse_file(path)
+    read_alone = [b.text for b in parse_file(scan).blocks]
+    assert [b.text for b in doc.blocks] == ["以下为扫描件：", *read_alone, "扫描件结束。"]
+    assert {b.kind for b in doc.blocks[1:-1]} == {"ocr_text"} and all(b.ocr_confidence for b in doc.blocks[1:-1])
+    assert doc.ocr_used and doc.ocr_confidence and doc.warnings == ["1 embedded picture(s) OCR'd"]
+    raw = next(iter(scan_raw_folder(tmp_path)))
+    assert triage(raw, doc, ocr_min_confidence=60).blocks == doc.blocks  # a clean scan: every paragraph kept
+    strict = triage(raw, doc, ocr_min_confidence=101)
+    assert [b.text for b in strict.blocks] == ["以下为扫描件：", "扫描件结束。"]
+    assert strict.warnings[-1].startswith(f"{PARAGRAPHS_DROPPED_NOTE}: {len(read_alone)} below threshold 101")
+
+
+def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
+    """Each picture is read once (a logo repeated in every section); an icon too small for a
+    line of text, a vector picture and any beyond the per-document limit are skipped and counted."""
+    import io
+
+    from rag_pipeline.ingest import pictures
+
+    scan = (Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png").read_bytes()
+    icon, other = io.BytesIO(), io.BytesIO()
+    Image.new("RGB", (16, 16), "white").save(icon, "PNG")
+    Image.new("RGB", (200, 80), "white").save(other, "PNG")
+    monkeypatch.setattr(pictures, "MAX_PICTURES", 1)  # the limit, met at the second picture read
+    reader = pictures.PictureReader("eng+chi_sim")
+    assert reader.paragraphs(scan) and not reader.paragraphs(scan)  # the same picture again: read once
+    for blob in (icon.getvalue(), b'<svg xmlns="http://www.w3.org/2000/svg"/>', other.getvalue()):
+        assert reader.paragraphs(blob) == []
+    meta = reader.metadata()
+    assert meta["ocr_used"] and meta["ocr_confidence"] > 60
+    assert meta["warnings"] == [
+        "1 embedded picture(s) OCR'd", "1 embedded picture(s) not OCR'd: too small to hold text",
+        "1 embedded picture(s) not OCR'd: not a raster image", "1 embedded picture(s) not OCR'd: over the 1-picture limit",
+    ]
+
+
 _WORDML = (
     '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<?mso-application progid="Word.Document"?>\n'
     '<w:wordDocument xmlns:w="http://schemas.microsoft.com/office/word/2003/wordml" '
