@@ -190,8 +190,8 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
-    if ext in _WORD_EXTENSIONS:  # its pictures are OCR'd
-        return parse_docx(path, ocr_lang=ocr_lang)
+    if ext in _WORD_EXTENSIONS or ext in _POWERPOINT_EXTENSIONS:  # their pictures are OCR'd
+        return _TEXT_PARSERS[ext](path, ocr_lang=ocr_lang)
     return _TEXT_PARSERS[ext](path)
 
 

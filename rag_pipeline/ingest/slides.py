@@ -12,6 +12,7 @@ from pptx.parts.presentation import PresentationPart
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
 
 # Placeholders that repeat on every slide and carry no content.
@@ -52,13 +53,21 @@ def _table_rows(table) -> list[list[str]]:  # type: ignore[no-untyped-def]
     return grid
 
 
-def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dict[str, int]) -> None:  # type: ignore[type-arg]
+def _picture_bytes(shape) -> bytes | None:  # type: ignore[no-untyped-def]
+    """A picture shape's image bytes; None for an empty picture placeholder or a linked image."""
+    try:
+        return shape.image.blob
+    except (AttributeError, KeyError, ValueError):
+        return None
+
+
+def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dict[str, int], pictures: PictureReader) -> None:  # type: ignore[type-arg]
     for shape in _reading_order(shapes):
         ph = _placeholder_type(shape)
         if ph in _BOILERPLATE or ph in _TITLES:
             continue
         if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
-            _emit_shapes(shape.shapes, builder, page, counts)
+            _emit_shapes(shape.shapes, builder, page, counts, pictures)
             continue
         if getattr(shape, "has_table", False) and shape.has_table:
             builder.add_table(_table_rows(shape.table), page=page)
@@ -70,7 +79,9 @@ def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dic
                 builder.add(chart.chart_title.text_frame.text, page=page)
             continue
         if shape.shape_type == MSO_SHAPE_TYPE.PICTURE or ph == PP_PLACEHOLDER.PICTURE:
-            counts["pictures"] += 1
+            blob = _picture_bytes(shape)
+            for para in pictures.paragraphs(blob) if blob else ():  # a screenshot's or a pasted scan's text
+                builder.add(para.text, "ocr_text", page=page, ocr_confidence=round(para.confidence, 1))
         if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
             bulleted = ph in _BULLETED
             for para in shape.text_frame.paragraphs:
@@ -78,12 +89,13 @@ def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dic
                 builder.add(para.text, kind, page=page)
 
 
-def parse_pptx(path: Path) -> ParsedDocument:
+def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse a .pptx: slide number as ``page``, title placeholder as the heading, text
     frames in reading order, tables as folded rows, speaker notes as ``notes`` blocks.
 
-    Date/footer/slide-number placeholders are dropped. Pictures are not OCR'd and charts
-    contribute only their title; both are counted in ``warnings``.
+    Date/footer/slide-number placeholders are dropped. Pictures are OCR'd (ingest.pictures:
+    their text as ``ocr_text`` blocks with their confidence, judged paragraph by paragraph by
+    triage); charts contribute only their title and are counted in ``warnings``.
     """
     # pptx.Presentation() refuses a template's (.potx) content type; the part is the same
     part = Package.open(str(path)).main_document_part
@@ -91,7 +103,8 @@ def parse_pptx(path: Path) -> ParsedDocument:
         raise UnreadableDocument("corrupt", f"not a PowerPoint package: its main part is {part.content_type}")
     presentation = part.presentation
     builder = BlockBuilder()
-    counts = {"pictures": 0, "charts": 0}
+    counts = {"charts": 0}
+    pictures = PictureReader(ocr_lang)
     slide_count = 0
     for number, slide in enumerate(presentation.slides, start=1):
         slide_count = number
@@ -99,12 +112,13 @@ def parse_pptx(path: Path) -> ParsedDocument:
         title = next((s for s in slide.shapes if _placeholder_type(s) in _TITLES and s.has_text_frame), None)
         if title is not None and squash(title.text_frame.text):
             builder.heading(title.text_frame.text, 1, page=number)
-        _emit_shapes(slide.shapes, builder, number, counts)
+        _emit_shapes(slide.shapes, builder, number, counts, pictures)
         if slide.has_notes_slide:
             frame = slide.notes_slide.notes_text_frame
             if frame is not None:
                 builder.add(frame.text, "notes", page=number)
-    notes = [f"{n} {kind} not extracted (no OCR / chart data)" for kind, n in counts.items() if n]
+    picture_notes = pictures.metadata()
+    notes = [f"{n} {kind} not extracted (chart data)" for kind, n in counts.items() if n] + picture_notes.pop("warnings")
     core_title = (presentation.core_properties.title or "").strip()
     if _DEFAULT_TITLE.match(core_title):
         core_title = ""
@@ -115,4 +129,5 @@ def parse_pptx(path: Path) -> ParsedDocument:
         page_count=slide_count,
         title=builder.first_heading or core_title or None,
         warnings=notes,
+        **picture_notes,
     )

@@ -291,11 +291,13 @@ def test_docx_heading_path_lists_and_tables():
 
 
 @needs_ocr
-def test_docx_text_inside_an_embedded_picture_is_ocrd():
-    """The manifest's "body text + OCR of embedded image": the picture's words follow the body."""
-    d = doc("docx/ocr_test.docx")
-    assert [b.text for b in d.blocks if b.kind != "ocr_text"][:1] == ["我是文字"]
-    assert "横向文本框" in [b.text for b in d.blocks if b.kind == "ocr_text"] and d.ocr_used
+def test_text_inside_an_embedded_picture_is_ocrd_in_docx_and_pptx():
+    """The manifest's "body text + OCR of embedded image" (.docx) and "picture containing text"
+    (.pptx): the picture's words are read, as ocr_text blocks with their confidence."""
+    for rel in ("docx/ocr_test.docx", "pptx/ocr_test.pptx"):
+        d = doc(rel)
+        assert "我是文字" in d.text and d.ocr_used, rel
+        assert "横向文本框" in [b.text for b in d.blocks if b.kind == "ocr_text" and b.ocr_confidence], rel
 
 
 def test_docx_vertical_merge_repeats_group_value():

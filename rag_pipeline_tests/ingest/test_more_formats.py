@@ -643,6 +643,27 @@ def test_a_picture_in_a_docx_is_ocrd_after_its_paragraph_and_judged_paragraph_by
     assert strict.warnings[-1].startswith(f"{PARAGRAPHS_DROPPED_NOTE}: {len(read_alone)} below threshold 101")
 
 
+def test_a_picture_on_a_slide_is_ocrd_on_its_slide(tmp_path):
+    """A scan pasted onto the second slide of a python-pptx deck: its text is read on that
+    slide's page, as the scan itself is read, each paragraph with its confidence."""
+    import pptx
+    from pptx.util import Inches
+
+    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
+    deck = pptx.Presentation()
+    deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = "安全培训"
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "扫描件"
+    slide.shapes.add_picture(str(scan), Inches(1), Inches(1.5), width=Inches(8))
+    path = tmp_path / "培训.pptx"
+    deck.save(path)
+    doc = parse_file(path)
+    ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
+    assert [b.text for b in ocr] == [b.text for b in parse_file(scan).blocks]
+    assert {b.page for b in ocr} == {2} and all(b.ocr_confidence for b in ocr) and doc.ocr_used
+    assert doc.warnings == ["1 embedded picture(s) OCR'd"]
+
+
 def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
     """Each picture is read once (a logo repeated in every section); an icon too small for a
     line of text, a vector picture and any beyond the per-document limit are skipped and counted."""
