@@ -18,6 +18,7 @@ from docx.oxml.parser import OxmlElement, parse_xml
 from docx.package import Package
 from docx.parts.document import DocumentPart
 from docx.text.paragraph import Paragraph
+from lxml import etree
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
@@ -64,9 +65,13 @@ def _inline_notes(part, body) -> None:  # type: ignore[no-untyped-def]
         if kind not in _NOTE_PARTS or rel.is_external:
             continue
         note_tag, reference_tag = _NOTE_PARTS[kind]
+        try:
+            root = parse_xml(rel.target_part.blob)
+        except etree.XMLSyntaxError:  # a damaged notes part costs the notes, not the document
+            continue
         notes = {
             note.get(qn("w:id")): squash(" ".join(p.text for p in note.iter(qn("w:p"))))
-            for note in parse_xml(rel.target_part.blob).iter(note_tag)
+            for note in root.iter(note_tag)
             if note.get(qn("w:type")) in (None, "normal")  # not the separator lines
         }
         for reference in body.iter(reference_tag):
