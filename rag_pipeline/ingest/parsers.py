@@ -190,7 +190,7 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
-    if ext in _WORD_EXTENSIONS or ext in _POWERPOINT_EXTENSIONS:  # their pictures are OCR'd
+    if ext in _OOXML_EXTENSIONS:  # their pictures are OCR'd
         return _TEXT_PARSERS[ext](path, ocr_lang=ocr_lang)
     return _TEXT_PARSERS[ext](path)
 
@@ -201,7 +201,7 @@ def _misnamed(path: pathlib.Path, ext: str, head: bytes, max_bytes: int, ocr_lan
     as .xls, an HTML page or table as either), all of which Word and Excel open."""
     if zipfile.is_zipfile(path):
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
-        return parse_docx(path, ocr_lang=ocr_lang) if ext == ".doc" else parse_xlsx(path)
+        return (parse_docx if ext == ".doc" else parse_xlsx)(path, ocr_lang=ocr_lang)
     if ext == ".doc" and looks_like_rtf(head):
         return parse_rtf(path)
     if ext == ".doc" and looks_like_word_xml(head):

@@ -69,7 +69,7 @@ class PictureReader:
         self.read += 1
         started = time.monotonic()
         try:
-            page = ocr_image(img.convert("RGB"), self.lang, timeout=max(1.0, OCR_BUDGET_S - self.spent_s))
+            page = ocr_image(img, self.lang, timeout=max(1.0, OCR_BUDGET_S - self.spent_s))  # flattens transparency onto white
         except OcrTimeout:
             return self._skip("OCR timeout")
         finally:

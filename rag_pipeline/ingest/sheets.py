@@ -15,6 +15,7 @@ import xlrd
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ole import ole_title
+from rag_pipeline.ingest.pictures import PictureReader
 
 
 # WPS stores a picture placed in a cell as the formula =DISPIMG("ID_...",1) with that same
@@ -70,26 +71,28 @@ def _rows(ws) -> list[list[str]]:  # type: ignore[no-untyped-def]
     return rows
 
 
-def parse_xlsx(path: Path) -> ParsedDocument:
+def parse_xlsx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse every worksheet: ``sheet`` = its name, ``page`` = its 1-based position,
     heading_path = (sheet name,), each table stacked in the sheet folded with its own header row.
 
     data_only returns the values Excel last calculated instead of formulas. Files up to
     5 MB (50 MB unpacked) are loaded fully so that a vertically merged cell (a group
     label spanning rows, very common in Chinese office sheets) is repeated in each row it
-    covers; larger files are streamed read-only, where merge ranges are not available.
+    covers, and pictures placed on a sheet (a pasted screenshot) are OCR'd after its rows
+    (ingest.pictures); larger files are streamed read-only, where neither is available.
     """
     with zipfile.ZipFile(path) as package:
         unpacked = sum(info.file_size for info in package.infolist())
     read_only = path.stat().st_size > FULL_LOAD_MAX_BYTES or unpacked > FULL_LOAD_MAX_UNPACKED_BYTES
     # An open file, not the path: openpyxl refuses a path not ending in .xlsx (a renamed .xls).
     with open(path, "rb") as fh:
-        return _parse_workbook(openpyxl.load_workbook(fh, read_only=read_only, data_only=True), read_only)
+        return _parse_workbook(openpyxl.load_workbook(fh, read_only=read_only, data_only=True), read_only, ocr_lang)
 
 
-def _parse_workbook(workbook, read_only: bool) -> ParsedDocument:  # type: ignore[no-untyped-def]
+def _parse_workbook(workbook, read_only: bool, ocr_lang: str) -> ParsedDocument:  # type: ignore[no-untyped-def]
     builder = BlockBuilder()
     notes: list[str] = []
+    pictures = PictureReader(ocr_lang)
     try:
         names = workbook.sheetnames
         for ws in workbook.worksheets:
@@ -98,17 +101,22 @@ def _parse_workbook(workbook, read_only: bool) -> ParsedDocument:  # type: ignor
                 notes.append(f"sheet {ws.title!r} is hidden (included)")
             builder.reset_headings([ws.title])
             builder.add_sheet(_rows(ws), page=index, sheet=ws.title)
+            for picture in getattr(ws, "_images", ()):  # a screenshot pasted on the sheet: its text after the rows
+                for para in pictures.paragraphs(picture._data()):
+                    builder.add(para.text, "ocr_text", page=index, sheet=ws.title, ocr_confidence=round(para.confidence, 1))
         title = (workbook.properties.title or "").strip() or None
     finally:
         if read_only:
             workbook.close()
+    picture_notes = pictures.metadata()
     return make_document(
         builder,
         format="xlsx",
         parser="openpyxl",
         page_count=len(names),
         title=title,
-        warnings=notes,
+        warnings=notes + picture_notes.pop("warnings"),
+        **picture_notes,
     )
 
 

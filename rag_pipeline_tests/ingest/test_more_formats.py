@@ -664,6 +664,29 @@ def test_a_picture_on_a_slide_is_ocrd_on_its_slide(tmp_path):
     assert doc.warnings == ["1 embedded picture(s) OCR'd"]
 
 
+def test_a_picture_on_a_worksheet_is_ocrd_after_its_rows(tmp_path):
+    """A screenshot pasted on a sheet (an openpyxl workbook holding the sample's scan): its text
+    follows that sheet's rows, on the sheet's page, each paragraph with its confidence."""
+    from openpyxl.drawing.image import Image as SheetPicture
+
+    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
+    workbook = openpyxl.Workbook()
+    first = workbook.active
+    first.title = "目录"
+    first.append(["见第二页"])
+    sheet = workbook.create_sheet("截图")
+    sheet.append(["项目", "说明"])
+    sheet.append(["安全须知", "见下图"])
+    sheet.add_image(SheetPicture(str(scan)), "A4")
+    path = tmp_path / "截图.xlsx"
+    workbook.save(path)
+    doc = parse_file(path)
+    assert [b.text for b in doc.blocks if b.kind != "ocr_text"] == ["见第二页", "项目: 安全须知; 说明: 见下图"]
+    ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
+    assert [b.text for b in ocr] == [b.text for b in parse_file(scan).blocks] and doc.blocks[-len(ocr):] == ocr
+    assert {(b.page, b.sheet) for b in ocr} == {(2, "截图")} and all(b.ocr_confidence for b in ocr) and doc.ocr_used
+
+
 def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
     """Each picture is read once (a logo repeated in every section); an icon too small for a
     line of text, a vector picture and any beyond the per-document limit are skipped and counted."""
