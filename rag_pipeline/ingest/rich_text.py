@@ -159,7 +159,7 @@ class _Reader:
     def end_paragraph(self) -> None:
         text = self._take_text()
         if self.paragraph.in_table:
-            self.cell.append(text)
+            self.cell.extend([text, *self._take_boxes()])
             return
         self._flush_table()
         level = self.paragraph.outline + 1 if self.paragraph.outline is not None and self.paragraph.outline < 9 else None
@@ -169,12 +169,16 @@ class _Reader:
             self.builder.heading(text, level)
         else:
             self.builder.add(text, "title" if level == 0 else "list_item" if self.paragraph.listed else "paragraph")
-        for box in self.boxes:  # text boxes anchored in it: after it, as the .docx/.odt readers put them
-            self.builder.add(_paired(box).strip())
-        self.boxes = [""]
+        for box in self._take_boxes():  # text boxes anchored in it: after it, as the .docx/.odt readers put them
+            self.builder.add(box)
+
+    def _take_boxes(self) -> list[str]:
+        """The paragraphs of the text boxes read since the last paragraph or cell end."""
+        boxes, self.boxes = [_paired(b).strip() for b in self.boxes if b.strip()], [""]
+        return boxes
 
     def end_cell(self) -> None:
-        self.cell.append(self._take_text())
+        self.cell.extend([self._take_text(), *self._take_boxes()])
         self.cells.append("\n".join(t for t in self.cell if t))
         self.cell = []
 
@@ -192,7 +196,7 @@ class _Reader:
             self.rows = []
 
     def finish(self) -> None:
-        if "".join(self.text).strip():
+        if "".join(self.text).strip() or any(b.strip() for b in self.boxes):
             self.end_paragraph()
         self._flush_table()
 

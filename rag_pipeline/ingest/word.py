@@ -229,6 +229,7 @@ def _cell_text(tc, parent) -> str:  # type: ignore[no-untyped-def]
     for item in _body_items(tc):
         if item.tag == qn("w:p"):
             parts.append(Paragraph(item, parent).text)
+            parts.extend(_text_box_paragraphs(item, parent))
         else:  # nested table, flattened
             parts.extend(" | ".join(c for c in row if c) for row in _table_rows(item, parent))
     return "\n".join(p for p in parts if p.strip())

@@ -109,12 +109,19 @@ def _heading_styles(root: etree._Element) -> dict[str, int]:
     return levels
 
 
+def _anchored_boxes(p: etree._Element) -> list[etree._Element]:
+    """The text boxes anchored in a paragraph itself (not those inside one of its boxes)."""
+    return [box for box in p.iter(_w("txbxContent")) if next(box.iterancestors(_w("p")), None) is p]
+
+
 def _cell_paragraphs(el: etree._Element):  # type: ignore[no-untyped-def]
-    """A cell's paragraphs in order, a nested table's included (its text joins the cell's); not a
-    note's or a text box's paragraphs (their text is read through the paragraph holding them)."""
+    """A cell's paragraphs in order, a nested table's and a text box's included (their text joins
+    the cell's); not a note's (its text is read, in brackets, with the paragraph citing it)."""
     for child in el:
         if child.tag == _w("p"):
             yield child
+            for box in _anchored_boxes(child):  # a text box's paragraphs after the one it is anchored in
+                yield from _cell_paragraphs(box)
         elif child.tag not in _SKIP:
             yield from _cell_paragraphs(child)
 
@@ -136,7 +143,7 @@ def _rows(table: etree._Element) -> list[list[str]]:
         for tc in tr.iterfind("w:tc", _NS):
             properties = tc.find("w:tcPr", _NS)
             merge = properties.find("w:vmerge", _NS) if properties is not None else None
-            cells.append(" ".join(t for t in (_text(p).strip() for p in _cell_paragraphs(tc)) if t))
+            cells.append("\n".join(t for t in (_text(p).strip() for p in _cell_paragraphs(tc)) if t))  # as the .docx reader
             edges.append(edges[-1] + max(1, _grid_span(properties, "gridSpan")))
             above.append(merge is not None and _val(merge) != "restart")
         rows.append((cells, RowLayout(tuple(edges), tuple(above), (False,) * len(cells))))
@@ -173,9 +180,8 @@ class _Walker:
             self.builder.add(text, "list_item")
         else:
             self.builder.add(text)
-        for box in p.iter(_w("txbxContent")):  # a text box's paragraphs follow the one it is anchored in
-            if next(box.iterancestors(_w("p")), None) is p:
-                self.walk(box)
+        for box in _anchored_boxes(p):  # a text box's paragraphs follow the one it is anchored in
+            self.walk(box)
 
 
 def parse_word_xml(path: Path) -> ParsedDocument:

@@ -600,6 +600,15 @@ def test_text_box_paragraphs_follow_the_paragraph_they_are_anchored_in():
         assert doc.warnings == [], name
 
 
+@pytest.mark.parametrize("name", ["流程表.docx", "流程表.doc", "流程表.rtf", "流程表.xml"])
+def test_a_text_box_in_a_table_cell_is_read_in_that_cell(name):
+    """A text box anchored in a table cell (files/流程表.fodt, saved by LibreOffice in each Word
+    format): its text joins that cell's, as the OpenDocument reader reads the .odt."""
+    expected = [(b.kind, b.text) for b in parse_file(FILES / "流程表.odt").blocks]
+    assert expected[1] == ("table_row", "节点: 部门审批; 说明: 见图示三个工作日内完成")
+    assert [(b.kind, b.text) for b in parse_file(FILES / name).blocks] == expected
+
+
 @pytest.mark.parametrize("name", ["设备维护.docx", "设备维护.doc", "设备维护.rtf", "设备维护.xml"])
 def test_a_note_is_read_in_brackets_where_it_is_cited_in_every_word_format(name):
     """Footnotes and an endnote (LibreOffice's .docx, .doc, RTF and Word 2003 XML of
