@@ -18,6 +18,7 @@ from lxml import etree
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.sheets import cell_text
 
 _NS = {
@@ -30,6 +31,7 @@ _NS = {
     "dc": "http://purl.org/dc/elements/1.1/",
 }
 _FORMATS = {".odt": "odt", ".ods": "ods", ".odp": "odp"}
+_HREF = "{http://www.w3.org/1999/xlink}href"
 # Spreadsheets pad rows and columns with "repeated" empty cells (1,048,576 rows, 16,384
 # columns); only repeats of a cell that holds text are expanded, and at most this many times.
 MAX_REPEAT = 1000
@@ -134,8 +136,8 @@ def _ancestor_table(el: etree._Element) -> etree._Element | None:
 
 
 class _Walker:
-    def __init__(self, builder: BlockBuilder) -> None:
-        self.builder = builder
+    def __init__(self, builder: BlockBuilder, package: zipfile.ZipFile, pictures: PictureReader) -> None:
+        self.builder, self.package, self.pictures = builder, package, pictures
 
     def walk(self, el: etree._Element, *, page: int | None = None, kind: str = "paragraph") -> None:
         for child in el:
@@ -155,8 +157,19 @@ class _Walker:
                 self.builder.add_table(table_rows(child), page=page)
             elif tag == _q("presentation:notes"):
                 self.walk(child, page=page, kind="notes")
+            elif tag == _q("draw:image"):
+                self._picture(child, page)
             else:  # sections, lists, frames and text boxes, groups: containers
                 self.walk(child, page=page, kind=kind)
+
+    def _picture(self, image: etree._Element, page: int | None) -> None:
+        """A picture's text (a pasted scan, a screenshot; ingest.pictures), where its frame is."""
+        try:
+            blob = self.package.read(image.get(_HREF) or "")
+        except (KeyError, ValueError, zipfile.BadZipFile):  # linked from outside, or a damaged member
+            return
+        for para in self.pictures.paragraphs(blob):
+            self.builder.add(para.text, "ocr_text", page=page, ocr_confidence=round(para.confidence, 1))
 
     def _frames(self, paragraph: etree._Element, page: int | None) -> None:
         """Text boxes and captions anchored in a paragraph, after it."""
@@ -185,10 +198,11 @@ def _title(package: zipfile.ZipFile) -> str | None:
     return (title.text or "").strip() or None if title is not None else None
 
 
-def parse_opendocument(path: Path) -> ParsedDocument:
+def parse_opendocument(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse an .odt, .ods or .odp package: text documents by headings, paragraphs, lists and
     tables; spreadsheets sheet by sheet (``page`` = the sheet's position, ``sheet`` = its
-    name); presentations slide by slide (``page`` = the slide, its title frame the heading)."""
+    name); presentations slide by slide (``page`` = the slide, its title frame the heading).
+    Pictures in text and on slides are OCR'd where their frame is (ingest.pictures)."""
     fmt = _FORMATS[path.suffix.lower()]
     with zipfile.ZipFile(path) as package:
         _check_not_encrypted(package)
@@ -197,25 +211,26 @@ def parse_opendocument(path: Path) -> ParsedDocument:
         except KeyError as exc:
             raise UnreadableDocument("corrupt", "the package has no content.xml: not an OpenDocument file") from exc
         title = _title(package)
-    root = etree.fromstring(content, parser=etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
-    body = root.find("office:body", _NS)
-    if body is None:
-        raise UnreadableDocument("corrupt", "content.xml has no office:body")
-    builder = BlockBuilder()
-    walker = _Walker(builder)
-    sheets = body.findall("office:spreadsheet/table:table", _NS)
-    slides = body.findall("office:presentation/draw:page", _NS)
-    for index, sheet in enumerate(sheets, start=1):
-        name = sheet.get(_q("table:name")) or f"Sheet{index}"
-        builder.reset_headings([name])
-        builder.add_sheet(table_rows(sheet), page=index, sheet=name)
-    for index, slide in enumerate(slides, start=1):
-        builder.reset_headings()
-        for frame in list(slide.iterfind(".//draw:frame[@presentation:class='title']", _NS)):
-            builder.heading(" ".join(inline_text(p) for p in frame.iter(*_PARAGRAPHS)), 1, page=index)
-            frame.getparent().remove(frame)
-        walker.walk(slide, page=index)
-    for text in body.findall("office:text", _NS):
-        walker.walk(text)
+        root = etree.fromstring(content, parser=etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
+        body = root.find("office:body", _NS)
+        if body is None:
+            raise UnreadableDocument("corrupt", "content.xml has no office:body")
+        builder = BlockBuilder()
+        pictures = PictureReader(ocr_lang)
+        walker = _Walker(builder, package, pictures)
+        sheets = body.findall("office:spreadsheet/table:table", _NS)
+        slides = body.findall("office:presentation/draw:page", _NS)
+        for index, sheet in enumerate(sheets, start=1):
+            name = sheet.get(_q("table:name")) or f"Sheet{index}"
+            builder.reset_headings([name])
+            builder.add_sheet(table_rows(sheet), page=index, sheet=name)
+        for index, slide in enumerate(slides, start=1):
+            builder.reset_headings()
+            for frame in list(slide.iterfind(".//draw:frame[@presentation:class='title']", _NS)):
+                builder.heading(" ".join(inline_text(p) for p in frame.iter(*_PARAGRAPHS)), 1, page=index)
+                frame.getparent().remove(frame)
+            walker.walk(slide, page=index)
+        for text in body.findall("office:text", _NS):
+            walker.walk(text)
     pages = len(sheets) or len(slides) or None
-    return make_document(builder, format=fmt, parser="lxml", page_count=pages, title=title)
+    return make_document(builder, format=fmt, parser="lxml", page_count=pages, title=title, **pictures.metadata())

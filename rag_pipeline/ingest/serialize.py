@@ -30,11 +30,13 @@ PARSE_CACHE_VERSION = 7
 # it was read as HTML). Text boxes and notes — .docx family 1, .doc 3, .xml 4, .rtf 1: a text box's
 # paragraphs read after its anchor (lost in .docx, .doc and RTF, run into the anchor in Word 2003
 # XML), a footnote's or endnote's text in brackets where cited (was dropped). Pictures — .docx,
-# .pptx and .xlsx families 1: OCR'd. WPS Office's .wps/.wpt, .et/.ett, .dps/.dpt and Outlook's .msg
-# — 1: read (a cached outcome says "not supported").
+# .pptx and .xlsx families, .odt, .odp 1: OCR'd. WPS Office's .wps/.wpt, .et/.ett, .dps/.dpt and
+# Outlook's .msg — 1: read (a cached outcome says "not supported").
 EXTENSION_VERSIONS = {
-    **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm", ".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
-    **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 1), ".doc": 3, ".xml": 4, ".rtf": 1, ".xls": 1, ".msg": 1,
+    **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
+    **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
+    **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 1),
+    ".odt": 1, ".odp": 1, ".doc": 3, ".xml": 4, ".rtf": 1, ".xls": 1, ".msg": 1,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 1),
 }
 

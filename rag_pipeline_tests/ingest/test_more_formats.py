@@ -190,7 +190,7 @@ _ODF_NS = (
     'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
     'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
     'xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
-    'xmlns:dc="http://purl.org/dc/elements/1.1/" '
+    'xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:xlink="http://www.w3.org/1999/xlink" '
     'xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"'
 )
 _MIMETYPES = {".odt": "text", ".ods": "spreadsheet", ".odp": "presentation"}
@@ -694,6 +694,25 @@ def test_a_picture_on_a_worksheet_is_ocrd_after_its_rows(tmp_path):
     ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
     assert [b.text for b in ocr] == [b.text for b in parse_file(scan).blocks] and doc.blocks[-len(ocr):] == ocr
     assert {(b.page, b.sheet) for b in ocr} == {(2, "截图")} and all(b.ocr_confidence for b in ocr) and doc.ocr_used
+
+
+@pytest.mark.parametrize("suffix", [".odt", ".odp"])
+def test_a_picture_in_opendocument_is_ocrd_where_its_frame_is(tmp_path, suffix):
+    """A scan in a frame (the package's Pictures/ member, as LibreOffice stores it), in a text
+    document and on a slide: its text follows the paragraph holding it, on the slide's page."""
+    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
+    frame = '<draw:frame draw:name="scan"><draw:image xlink:href="Pictures/scan.png"/></draw:frame>'
+    body = (f"<office:text><text:p>以下为扫描件：{frame}</text:p><text:p>扫描件结束。</text:p></office:text>" if suffix == ".odt"
+            else f'<office:presentation><draw:page draw:name="p1"><draw:frame><draw:text-box><text:p>以下为扫描件：</text:p>'
+                 f"</draw:text-box></draw:frame>{frame}</draw:page></office:presentation>")
+    path = _odf(tmp_path / f"扫描件{suffix}", body)
+    with zipfile.ZipFile(path, "a") as package:
+        package.write(scan, "Pictures/scan.png")
+    doc = parse_file(path)
+    read_alone = [b.text for b in parse_file(scan).blocks]
+    texts = [b.text for b in doc.blocks]
+    assert texts[:1 + len(read_alone)] == ["以下为扫描件：", *read_alone] and doc.ocr_used
+    assert all(b.ocr_confidence and b.page == (1 if suffix == ".odp" else None) for b in doc.blocks if b.kind == "ocr_text")
 
 
 def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
