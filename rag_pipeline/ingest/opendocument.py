@@ -165,11 +165,10 @@ class _Walker:
     def _picture(self, image: etree._Element, page: int | None) -> None:
         """A picture's text (a pasted scan, a screenshot; ingest.pictures), where its frame is."""
         try:
-            blob = self.package.read(image.get(_HREF) or "")
+            blob = self.package.read((image.get(_HREF) or "").removeprefix("./"))  # "./Pictures/…": the package's own
         except (KeyError, ValueError, zipfile.BadZipFile):  # linked from outside, or a damaged member
             return
-        for para in self.pictures.paragraphs(blob):
-            self.builder.add(para.text, "ocr_text", page=page, ocr_confidence=round(para.confidence, 1))
+        self.pictures.add_text(self.builder, blob, page=page)
 
     def _frames(self, paragraph: etree._Element, page: int | None) -> None:
         """Text boxes and captions anchored in a paragraph, after it."""

@@ -246,9 +246,7 @@ def parse_file(
         st = path.lstat()
         _refuse_non_regular(path, st.st_mode)
         if ext not in SUPPORTED_EXTENSIONS:
-            raise UnreadableDocument(
-                "unsupported_format", f"extension {ext or '(none)'!r} is not supported"
-            )
+            raise UnreadableDocument("unsupported_format", f"extension {ext or '(none)'!r} is not supported")
         size = st.st_size
         if size > max_bytes:
             raise UnreadableDocument("too_large", f"{size} bytes exceeds the {max_bytes}-byte limit")

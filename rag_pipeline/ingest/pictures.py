@@ -15,10 +15,12 @@ import hashlib
 import io
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from PIL import Image
 
+from rag_pipeline.ingest.blocks import BlockBuilder
 from rag_pipeline.ingest.image import MAX_PIXELS
 from rag_pipeline.ingest.ocr import OcrParagraph, OcrTimeout, ocr_image
 
@@ -79,14 +81,20 @@ class PictureReader:
         self.confidence_sum += sum(p.confidence * p.words for p in found)
         return found
 
+    def add_text(self, builder: BlockBuilder, blob: bytes, *, page: int | None = None, sheet: str | None = None) -> None:
+        """Append a picture's text where it sits: one ``ocr_text`` block per paragraph, each with
+        its own confidence for triage."""
+        for para in self.paragraphs(blob):
+            builder.add(para.text, "ocr_text", page=page, sheet=sheet, ocr_confidence=round(para.confidence, 1))
+
     def _skip(self, why: str) -> list[OcrParagraph]:
         self.skipped[why] = self.skipped.get(why, 0) + 1
         return []
 
-    def metadata(self) -> dict:
+    def metadata(self, notes: Sequence[str] = ()) -> dict:
         """ParsedDocument fields: OCR used (text came from a picture) and the word-weighted
-        confidence of that text, and what was read and skipped."""
-        notes = [f"{self.read} embedded picture(s) OCR'd"] if self.read else []
+        confidence of that text; the reader's own ``notes`` then what was read and skipped."""
+        notes = list(notes) + ([f"{self.read} embedded picture(s) OCR'd"] if self.read else [])
         notes += [f"{n} embedded picture(s) not OCR'd: {why}" for why, n in self.skipped.items()]
         confidence = round(self.confidence_sum / self.words, 1) if self.words else None
         return {"ocr_used": bool(self.words), "ocr_confidence": confidence, "warnings": notes}

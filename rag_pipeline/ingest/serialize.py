@@ -36,7 +36,7 @@ EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
     **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 1),
-    ".odt": 1, ".odp": 1, ".doc": 3, ".xml": 4, ".rtf": 1, ".xls": 1, ".msg": 1,
+    ".odt": 2, ".odp": 2, ".doc": 3, ".xml": 4, ".rtf": 1, ".xls": 1, ".msg": 1,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 1),
 }
 

@@ -102,22 +102,12 @@ def _parse_workbook(workbook, read_only: bool, ocr_lang: str) -> ParsedDocument:
             builder.reset_headings([ws.title])
             builder.add_sheet(_rows(ws), page=index, sheet=ws.title)
             for picture in getattr(ws, "_images", ()):  # a screenshot pasted on the sheet: its text after the rows
-                for para in pictures.paragraphs(picture._data()):
-                    builder.add(para.text, "ocr_text", page=index, sheet=ws.title, ocr_confidence=round(para.confidence, 1))
+                pictures.add_text(builder, picture._data(), page=index, sheet=ws.title)
         title = (workbook.properties.title or "").strip() or None
     finally:
         if read_only:
             workbook.close()
-    picture_notes = pictures.metadata()
-    return make_document(
-        builder,
-        format="xlsx",
-        parser="openpyxl",
-        page_count=len(names),
-        title=title,
-        warnings=notes + picture_notes.pop("warnings"),
-        **picture_notes,
-    )
+    return make_document(builder, format="xlsx", parser="openpyxl", page_count=len(names), title=title, **pictures.metadata(notes))
 
 
 def _xls_value(cell: xlrd.sheet.Cell, datemode: int) -> object:

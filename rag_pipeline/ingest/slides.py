@@ -80,8 +80,8 @@ def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dic
             continue
         if shape.shape_type == MSO_SHAPE_TYPE.PICTURE or ph == PP_PLACEHOLDER.PICTURE:
             blob = _picture_bytes(shape)
-            for para in pictures.paragraphs(blob) if blob else ():  # a screenshot's or a pasted scan's text
-                builder.add(para.text, "ocr_text", page=page, ocr_confidence=round(para.confidence, 1))
+            if blob:  # a screenshot's or a pasted scan's text
+                pictures.add_text(builder, blob, page=page)
         if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
             bulleted = ph in _BULLETED
             for para in shape.text_frame.paragraphs:
@@ -117,8 +117,7 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             frame = slide.notes_slide.notes_text_frame
             if frame is not None:
                 builder.add(frame.text, "notes", page=number)
-    picture_notes = pictures.metadata()
-    notes = [f"{n} {kind} not extracted (chart data)" for kind, n in counts.items() if n] + picture_notes.pop("warnings")
+    notes = [f"{n} {kind} not extracted (chart data)" for kind, n in counts.items() if n]
     core_title = (presentation.core_properties.title or "").strip()
     if _DEFAULT_TITLE.match(core_title):
         core_title = ""
@@ -128,6 +127,5 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         parser="python-pptx",
         page_count=slide_count,
         title=builder.first_heading or core_title or None,
-        warnings=notes,
-        **picture_notes,
+        **pictures.metadata(notes),
     )

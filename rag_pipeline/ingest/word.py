@@ -100,8 +100,7 @@ def _pictures(p, part) -> list[bytes]:  # type: ignore[no-untyped-def]
 
 def _add_picture_text(builder: BlockBuilder, pictures: PictureReader, el, part) -> None:  # type: ignore[no-untyped-def]
     for blob in _pictures(el, part):
-        for para in pictures.paragraphs(blob):
-            builder.add(para.text, "ocr_text", ocr_confidence=round(para.confidence, 1))
+        pictures.add_text(builder, blob)
 
 
 def _children(el, tag: str) -> Iterator:  # type: ignore[no-untyped-def]

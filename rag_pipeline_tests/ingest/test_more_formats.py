@@ -22,6 +22,7 @@ from rag_pipeline.ingest.parsers import parse_file
 
 FILES = Path(__file__).parent / "files"
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+SAFETY_SCAN = SAMPLE / "scans" / "安全须知_扫描.png"  # a real Chinese scan, pasted into documents as a picture
 
 
 def _rows(doc) -> list[str]:
@@ -632,16 +633,15 @@ def test_a_picture_in_a_docx_is_ocrd_after_its_paragraph_and_judged_paragraph_by
     from rag_pipeline.ingest.scan import scan_raw_folder
     from rag_pipeline.ingest.triage import PARAGRAPHS_DROPPED_NOTE, triage
 
-    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
     document = docx.Document()
     document.add_paragraph("以下为扫描件：")
-    document.add_picture(str(scan))
+    document.add_picture(str(SAFETY_SCAN))
     document.add_paragraph("扫描件结束。")
-    document.add_picture(str(scan))
+    document.add_picture(str(SAFETY_SCAN))
     path = tmp_path / "扫描件.docx"
     document.save(path)
     doc = parse_file(path)
-    read_alone = [b.text for b in parse_file(scan).blocks]
+    read_alone = [b.text for b in parse_file(SAFETY_SCAN).blocks]
     assert [b.text for b in doc.blocks] == ["以下为扫描件：", *read_alone, "扫描件结束。"]
     assert {b.kind for b in doc.blocks[1:-1]} == {"ocr_text"} and all(b.ocr_confidence for b in doc.blocks[1:-1])
     assert doc.ocr_used and doc.ocr_confidence and doc.warnings == ["1 embedded picture(s) OCR'd"]
@@ -658,17 +658,16 @@ def test_a_picture_on_a_slide_is_ocrd_on_its_slide(tmp_path):
     import pptx
     from pptx.util import Inches
 
-    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
     deck = pptx.Presentation()
     deck.slides.add_slide(deck.slide_layouts[5]).shapes.title.text = "安全培训"
     slide = deck.slides.add_slide(deck.slide_layouts[5])
     slide.shapes.title.text = "扫描件"
-    slide.shapes.add_picture(str(scan), Inches(1), Inches(1.5), width=Inches(8))
+    slide.shapes.add_picture(str(SAFETY_SCAN), Inches(1), Inches(1.5), width=Inches(8))
     path = tmp_path / "培训.pptx"
     deck.save(path)
     doc = parse_file(path)
     ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
-    assert [b.text for b in ocr] == [b.text for b in parse_file(scan).blocks]
+    assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks]
     assert {b.page for b in ocr} == {2} and all(b.ocr_confidence for b in ocr) and doc.ocr_used
     assert doc.warnings == ["1 embedded picture(s) OCR'd"]
 
@@ -678,7 +677,6 @@ def test_a_picture_on_a_worksheet_is_ocrd_after_its_rows(tmp_path):
     follows that sheet's rows, on the sheet's page, each paragraph with its confidence."""
     from openpyxl.drawing.image import Image as SheetPicture
 
-    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
     workbook = openpyxl.Workbook()
     first = workbook.active
     first.title = "目录"
@@ -686,30 +684,30 @@ def test_a_picture_on_a_worksheet_is_ocrd_after_its_rows(tmp_path):
     sheet = workbook.create_sheet("截图")
     sheet.append(["项目", "说明"])
     sheet.append(["安全须知", "见下图"])
-    sheet.add_image(SheetPicture(str(scan)), "A4")
+    sheet.add_image(SheetPicture(str(SAFETY_SCAN)), "A4")
     path = tmp_path / "截图.xlsx"
     workbook.save(path)
     doc = parse_file(path)
     assert [b.text for b in doc.blocks if b.kind != "ocr_text"] == ["见第二页", "项目: 安全须知; 说明: 见下图"]
     ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
-    assert [b.text for b in ocr] == [b.text for b in parse_file(scan).blocks] and doc.blocks[-len(ocr):] == ocr
+    assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks] and doc.blocks[-len(ocr):] == ocr
     assert {(b.page, b.sheet) for b in ocr} == {(2, "截图")} and all(b.ocr_confidence for b in ocr) and doc.ocr_used
 
 
-@pytest.mark.parametrize("suffix", [".odt", ".odp"])
-def test_a_picture_in_opendocument_is_ocrd_where_its_frame_is(tmp_path, suffix):
-    """A scan in a frame (the package's Pictures/ member, as LibreOffice stores it), in a text
-    document and on a slide: its text follows the paragraph holding it, on the slide's page."""
-    scan = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
-    frame = '<draw:frame draw:name="scan"><draw:image xlink:href="Pictures/scan.png"/></draw:frame>'
+@pytest.mark.parametrize(("suffix", "href"), [(".odt", "Pictures/scan.png"), (".odp", "./Pictures/scan.png")])
+def test_a_picture_in_opendocument_is_ocrd_where_its_frame_is(tmp_path, suffix, href):
+    """A scan in a frame (the package's Pictures/ member: LibreOffice links it as Pictures/…, some
+    writers as ./Pictures/…), in a text document and on a slide: its text follows the paragraph
+    holding it, on the slide's page."""
+    frame = f'<draw:frame draw:name="scan"><draw:image xlink:href="{href}"/></draw:frame>'
     body = (f"<office:text><text:p>以下为扫描件：{frame}</text:p><text:p>扫描件结束。</text:p></office:text>" if suffix == ".odt"
             else f'<office:presentation><draw:page draw:name="p1"><draw:frame><draw:text-box><text:p>以下为扫描件：</text:p>'
                  f"</draw:text-box></draw:frame>{frame}</draw:page></office:presentation>")
     path = _odf(tmp_path / f"扫描件{suffix}", body)
     with zipfile.ZipFile(path, "a") as package:
-        package.write(scan, "Pictures/scan.png")
+        package.write(SAFETY_SCAN, "Pictures/scan.png")
     doc = parse_file(path)
-    read_alone = [b.text for b in parse_file(scan).blocks]
+    read_alone = [b.text for b in parse_file(SAFETY_SCAN).blocks]
     texts = [b.text for b in doc.blocks]
     assert texts[:1 + len(read_alone)] == ["以下为扫描件：", *read_alone] and doc.ocr_used
     assert all(b.ocr_confidence and b.page == (1 if suffix == ".odp" else None) for b in doc.blocks if b.kind == "ocr_text")
@@ -722,7 +720,7 @@ def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
 
     from rag_pipeline.ingest import pictures
 
-    scan = (Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png").read_bytes()
+    scan = SAFETY_SCAN.read_bytes()
     icon, other = io.BytesIO(), io.BytesIO()
     Image.new("RGB", (16, 16), "white").save(icon, "PNG")
     Image.new("RGB", (200, 80), "white").save(other, "PNG")
