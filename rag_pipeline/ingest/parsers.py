@@ -19,9 +19,11 @@ from rag_pipeline.ingest.image import parse_image
 from rag_pipeline.ingest.markdown_text import parse_markdown
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.opendocument import parse_opendocument
+from rag_pipeline.ingest.org_text import parse_org
 from rag_pipeline.ingest.outlook import parse_msg
 from rag_pipeline.ingest.pdf import parse_pdf
 from rag_pipeline.ingest.plain_text import parse_txt
+from rag_pipeline.ingest.rest_text import parse_rst
 from rag_pipeline.ingest.rich_text import looks_like_rtf, parse_rtf
 from rag_pipeline.ingest.sheet_xml import looks_like_sheet_xml, parse_sheet_xml
 from rag_pipeline.ingest.sheets import parse_xls, parse_xlsx
@@ -71,6 +73,9 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".mhtml": parse_mhtml,
     ".md": parse_markdown,
     ".markdown": parse_markdown,
+    ".rst": parse_rst,
+    ".rest": parse_rst,
+    ".org": parse_org,
     ".txt": parse_txt,
     ".eml": parse_email,
     ".msg": parse_msg,
