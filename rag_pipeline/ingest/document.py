@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 # Raster image files: OCR'd by ingest/image.py, reported as format "image".
-IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"})
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp", ".heic", ".heif"})
 
 BlockKind = Literal["title", "heading", "paragraph", "list_item", "table_row", "ocr_text", "notes"]
 

@@ -1,9 +1,11 @@
-"""Raster images (png, jpg, tiff incl. multi-page): OCR every frame with tesseract."""
+"""Raster images (png, jpg, tiff incl. multi-page, HEIC/HEIF phone photos): OCR every frame with
+tesseract."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 
 from PIL import Image, ImageSequence
@@ -17,6 +19,22 @@ from rag_pipeline.ingest.ocr import OcrTimeout, ocr_image
 # and would need several GB in tesseract; such files are quarantined as too_large.
 MAX_PIXELS = Image.MAX_IMAGE_PIXELS or 89_478_485
 MAX_FRAMES = 500
+# ISO base media file brands of HEIF stills and sequences (an iPhone photo is "heic"); AVIF's own
+# brand is not here: the HEIF library shipped with pillow-heif has no AV1 decoder.
+_HEIF_BRANDS = {b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1"}
+
+
+def is_heif(head: bytes) -> bool:
+    """A HEIF/HEIC file by its first bytes: an ``ftyp`` box naming a HEIF brand (whatever its name)."""
+    return head[4:8] == b"ftyp" and head[8:12] in _HEIF_BRANDS
+
+
+@lru_cache(maxsize=1)
+def _read_heif() -> None:
+    """Teach Pillow HEIF on the first HEIF file (pillow-heif bundles libheif and its HEVC decoder)."""
+    import pillow_heif
+
+    pillow_heif.register_heif_opener()
 
 
 def open_image(path: Path) -> Image.Image:
@@ -24,6 +42,9 @@ def open_image(path: Path) -> Image.Image:
 
     PIL only reads the header here, so the pixel check happens before any decoding.
     """
+    with open(path, "rb") as fh:
+        if is_heif(fh.read(12)):
+            _read_heif()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)

@@ -15,7 +15,7 @@ from rag_pipeline.ingest.delimited import parse_csv
 from rag_pipeline.ingest.document import IMAGE_EXTENSIONS, ParsedDocument, TransientFailure, UnreadableDocument
 from rag_pipeline.ingest.ebook import parse_epub
 from rag_pipeline.ingest.email_message import parse_email
-from rag_pipeline.ingest.image import parse_image
+from rag_pipeline.ingest.image import is_heif, parse_image
 from rag_pipeline.ingest.markdown_text import parse_markdown
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.opendocument import parse_opendocument
@@ -176,7 +176,7 @@ def _refuse_non_regular(path: pathlib.Path, mode: int) -> None:
 
 def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_bytes: int) -> ParsedDocument:
     is_pdf = b"%PDF-" in head[:1024]
-    is_image = head.startswith(_IMAGE_MAGIC)
+    is_image = head.startswith(_IMAGE_MAGIC) or is_heif(head)
     # Content wins over the name for the two binary families we can always recognise.
     if ext == ".pdf" or (is_pdf and ext in IMAGE_EXTENSIONS):
         if not is_pdf:

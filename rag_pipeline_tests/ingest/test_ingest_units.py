@@ -75,7 +75,7 @@ def test_supported_extensions():
             ".xlsx", ".xlsm", ".xltx", ".xltm", ".xls", ".odt", ".ods", ".odp", ".rtf", ".epub", ".csv", ".tsv",
             ".html", ".htm", ".mht", ".mhtml", ".md", ".markdown", ".rst", ".rest", ".org", ".txt", ".eml", ".msg", ".xml",
             ".wps", ".wpt", ".et", ".ett", ".dps", ".dpt",
-            ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"} == SUPPORTED_EXTENSIONS
+            ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp", ".heic", ".heif"} == SUPPORTED_EXTENSIONS
 
 
 def _reason(path, **kw) -> str:
