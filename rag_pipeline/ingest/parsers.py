@@ -16,6 +16,7 @@ from rag_pipeline.ingest.document import IMAGE_EXTENSIONS, ParsedDocument, Trans
 from rag_pipeline.ingest.ebook import parse_epub
 from rag_pipeline.ingest.email_message import parse_email
 from rag_pipeline.ingest.image import is_heif, parse_image
+from rag_pipeline.ingest.json_data import parse_json
 from rag_pipeline.ingest.markdown_text import parse_markdown
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.opendocument import parse_opendocument
@@ -76,6 +77,9 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
     ".rst": parse_rst,
     ".rest": parse_rst,
     ".org": parse_org,
+    ".json": parse_json,
+    ".jsonl": parse_json,
+    ".ndjson": parse_json,
     ".txt": parse_txt,
     ".eml": parse_email,
     ".msg": parse_msg,

@@ -73,7 +73,7 @@ def test_fold_table_header_title_rows_and_ragged_rows():
 def test_supported_extensions():
     assert {".pdf", ".docx", ".docm", ".dotx", ".dotm", ".doc", ".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm", ".ppt",
             ".xlsx", ".xlsm", ".xltx", ".xltm", ".xls", ".odt", ".ods", ".odp", ".rtf", ".epub", ".csv", ".tsv",
-            ".html", ".htm", ".mht", ".mhtml", ".md", ".markdown", ".rst", ".rest", ".org", ".txt", ".eml", ".msg", ".xml",
+            ".html", ".htm", ".mht", ".mhtml", ".md", ".markdown", ".rst", ".rest", ".org", ".json", ".jsonl", ".ndjson", ".txt", ".eml", ".msg", ".xml",
             ".wps", ".wpt", ".et", ".ett", ".dps", ".dpt",
             ".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp", ".heic", ".heif"} == SUPPORTED_EXTENSIONS
 
