@@ -16,6 +16,9 @@ import email.policy
 import email.utils
 import io
 import re
+import tempfile
+import time
+from dataclasses import replace
 from email.header import decode_header
 from email.message import EmailMessage, Message
 from functools import lru_cache
@@ -23,7 +26,8 @@ from pathlib import Path
 
 from rag_pipeline.config import apply_offline_environment
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
-from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.deadline import TimeLimitPassed, time_limit
+from rag_pipeline.ingest.document import IMAGE_EXTENSIONS, ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.encoding import decode_bytes
 from rag_pipeline.ingest.language import CJK_CLASS, detect_language
 from rag_pipeline.ingest.textutil import clean_text, remove_cjk_spaces, squash
@@ -40,6 +44,10 @@ _MESSAGE_HEADERS = {
     "return-path", "sender", "reply-to", "content-type", "delivered-to", "x-mailer",
 }
 _ADDRESS_HEADERS = ("From", "To", "Cc")
+# Attachments are read within this many seconds of the message's parse (OCR and all), well inside
+# the default 120 s parse limit: a message's own text must never be lost to a scan it carries.
+ATTACHMENT_BUDGET_S = 45.0
+_reading_attachments = False  # an attachment's own attachments are named, not read
 # A line break inside a Chinese sentence (the line ends in a character or a comma, not a
 # full stop) is a hard wrap. unstructured joins wrapped lines only between words it can
 # count, so Chinese wraps are joined before it splits paragraphs.
@@ -169,11 +177,13 @@ def _body_blocks(elements, builder: BlockBuilder, html: bool) -> None:
             builder.add(text)
 
 
-def parse_email(path: Path) -> ParsedDocument:
+def parse_email(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse an .eml file: Subject is the title (and the top heading), From/To/Cc/Date a
-    header block, the body (text/plain preferred, else HTML) the paragraphs, and every
-    attachment, inline image or forwarded message is named in a closing block and in
-    ``warnings`` (their content is not indexed).
+    header block, the body (text/plain preferred, else HTML) the paragraphs; then each attachment
+    in a format this pipeline reads, under a heading of its file name, read as that file would be
+    (see `_read_attachments`). What is not read (inline images, forwarded messages, unsupported or
+    unreadable files, an attachment's own attachments) is named, with why, in a closing block and
+    in ``warnings``.
 
     Quarantine: ``no_text`` for an empty file or a message without body text or
     attachments; ``corrupt`` for binary data or text that opens with no mail header.
@@ -189,10 +199,56 @@ def parse_email(path: Path) -> ParsedDocument:
             "corrupt", "not an e-mail message: no RFC 822 header (From, To, Subject, Date, MIME-Version...) at the start"
         )
 
-    return read_message(msg, data, format="eml", parser="unstructured")
+    return read_message(msg, data, format="eml", parser="unstructured", ocr_lang=ocr_lang)
 
 
-def read_message(msg: EmailMessage, data: bytes, *, format: str, parser: str) -> ParsedDocument:
+def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[str, ...], ocr_lang: str) -> tuple[list[Message], list[str]]:
+    """Each attachment read as the file it is (ingest.parsers.parse_file, from a scratch copy
+    named only by its extension), its blocks under a heading of its file name below the subject.
+
+    Read: a named part in a supported format; an image only when attached, not inline (inline
+    ones are signatures and logos). All of them within ATTACHMENT_BUDGET_S (ingest.deadline):
+    past it, the rest are named. Returns the parts not read and the notes on the ones read.
+    """
+    global _reading_attachments
+    from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
+
+    unread: list[Message] = []
+    notes: list[str] = []
+    started = time.monotonic()
+    for part in parts:
+        name = _valid_utf8(part.get_filename() or "")
+        ext = Path(name).suffix.lower()
+        payload = part.get_payload(decode=True) if part.get_content_type() != "message/rfc822" else None
+        inline = ext in IMAGE_EXTENSIONS and part.get_content_disposition() != "attachment"
+        left = ATTACHMENT_BUDGET_S - (time.monotonic() - started)
+        if not payload or ext not in SUPPORTED_EXTENSIONS or inline or _reading_attachments or left <= 0:
+            unread.append(part)
+            if left <= 0 and payload and ext in SUPPORTED_EXTENSIONS:
+                notes.append(f"attachment {name}: not read, the {ATTACHMENT_BUDGET_S:g} s for attachments was spent")
+            continue
+        try:
+            _reading_attachments = True
+            with tempfile.TemporaryDirectory(prefix="rag-attachment-") as scratch, time_limit(left):
+                copy = Path(scratch) / f"attachment{ext}"
+                copy.write_bytes(payload)
+                doc = parse_file(copy, ocr_lang=ocr_lang)
+        except (UnreadableDocument, TimeLimitPassed) as exc:
+            unread.append(part)
+            why = f"{exc.reason}: {exc.detail}" if isinstance(exc, UnreadableDocument) else f"over the {ATTACHMENT_BUDGET_S:g} s for attachments"
+            notes.append(f"attachment {name}: not read ({why})"[:300])
+            continue
+        finally:
+            _reading_attachments = False
+        builder.reset_headings(top)
+        builder.heading(name, len(top) + 1)
+        builder.blocks.extend(replace(b, heading_path=(*builder.heading_path, *b.heading_path)) for b in doc.blocks)
+        notes.append(f"attachment {name}: read ({len(doc.blocks)} blocks)")
+        notes += [f"attachment {name}: {w}" for w in doc.warnings]
+    return unread, notes
+
+
+def read_message(msg: EmailMessage, data: bytes, *, format: str, parser: str, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """A parsed message (`data`: its bytes) as blocks: see :func:`parse_email`; an Outlook
     .msg comes here as the RFC 822 message it was turned into (ingest.outlook)."""
     warnings: list[str] = []
@@ -221,14 +277,20 @@ def read_message(msg: EmailMessage, data: bytes, *, format: str, parser: str) ->
     others: list[Message] = []
     _unindexed_parts(msg, body, others)
     others = [p for p in others if p.get_filename() or p.get_content_type() == "message/rfc822" or p.get_payload(decode=True)]
+    read_any = len(others)
+    top = (subject,) if subject else ()
+    others, notes = _read_attachments(others, builder, top, ocr_lang)
+    read_any -= len(others)
+    warnings += notes
     names = [_describe(p) for p in others]
     if names:
+        builder.reset_headings(top)
         builder.add("Attachments (not indexed): " + "; ".join(names))
         warnings.append(f"{len(names)} attachment(s) not indexed: " + "; ".join(names))
     if not body_text.strip():
-        if not names:
+        if not names and not read_any:
             raise UnreadableDocument("no_text", "e-mail message has no body text and no attachments")
-        warnings.append("no body text: only the headers and attachment names are indexed")
+        warnings.append("no body text: only the headers and attachments are indexed")
 
     doc = make_document(builder, format=format, parser=parser, title=subject, warnings=warnings)
     # The header block (addresses, dates) would tilt a short Chinese mail towards "mixed".

@@ -34,6 +34,7 @@ from functools import lru_cache
 from PIL import Image, ImageOps
 
 from rag_pipeline.config import child_process_env
+from rag_pipeline.ingest.deadline import remaining
 from rag_pipeline.ingest.ink import Box, glyph_mask, read_share, reduction
 from rag_pipeline.ingest.textutil import has_words, join_lines, remove_cjk_spaces
 
@@ -291,6 +292,9 @@ def detect_rotation(img: Image.Image, timeout: float = OCR_TIMEOUT_S) -> int | N
     """Tesseract's orientation detection (``--psm 0``): the counter-clockwise turn, in
     degrees, that puts the page upright, or None when it cannot tell (too little text)."""
     pytesseract = pytesseract_module()
+    timeout = remaining(timeout)
+    if not timeout:
+        return None
     try:
         osd = pytesseract.image_to_osd(
             img, lang="osd", config="--psm 0", timeout=timeout, output_type=pytesseract.Output.DICT
@@ -357,6 +361,9 @@ def read_page(img: Image.Image, lang: str, timeout: float = OCR_TIMEOUT_S, psm: 
 def _image_to_data(img: Image.Image, lang: str, timeout: float, psm: int = 3) -> dict[str, list]:
     """pytesseract's image_to_data, with its failures sorted into engine faults and timeouts."""
     pytesseract = pytesseract_module()
+    timeout = remaining(timeout)
+    if not timeout:
+        raise OcrTimeout("the time limit for this part of the file had passed")
     try:
         return pytesseract.image_to_data(
             img, lang=lang, config=f"--psm {psm}", timeout=timeout, output_type=pytesseract.Output.DICT

@@ -78,7 +78,7 @@ def _as_email(message) -> EmailMessage:  # type: ignore[no-untyped-def]
     return mail
 
 
-def parse_msg(path: Path) -> ParsedDocument:
+def parse_msg(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse an Outlook .msg like an .eml (see ingest.email_message.parse_email).
 
     Quarantine: ``corrupt`` for a file that is not an Outlook message (damaged, or another OLE
@@ -97,4 +97,4 @@ def parse_msg(path: Path) -> ParsedDocument:
     if message.message_class.upper().startswith("IPM.NOTE.SMIME") and "MULTIPARTSIGNED" not in message.message_class.upper():
         raise UnreadableDocument("encrypted", f"S/MIME-encrypted Outlook message ({message.message_class})")
     data = mail.as_bytes()  # read back, so the .eml reader sees headers as they travel (encoded words)
-    return read_message(email.message_from_bytes(data, policy=email.policy.default), data, format="msg", parser="python-oxmsg")
+    return read_message(email.message_from_bytes(data, policy=email.policy.default), data, format="msg", parser="python-oxmsg", ocr_lang=ocr_lang)

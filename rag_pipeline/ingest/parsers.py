@@ -44,6 +44,7 @@ _POWERPOINT_EXTENSIONS = {".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"}
 _OOXML_EXTENSIONS = _WORD_EXTENSIONS | _EXCEL_EXTENSIONS | _POWERPOINT_EXTENSIONS
 _OPENDOCUMENT_EXTENSIONS = {".odt", ".ods", ".odp"}
 _ZIP_EXTENSIONS = _OOXML_EXTENSIONS | _OPENDOCUMENT_EXTENSIONS | {".epub"}
+_MAIL_EXTENSIONS = {".eml", ".msg"}
 
 
 def _office_xml(path: pathlib.Path) -> ParsedDocument:
@@ -200,7 +201,7 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
-    if ext in _OOXML_EXTENSIONS or ext in _OPENDOCUMENT_EXTENSIONS:  # their pictures are OCR'd
+    if ext in _OOXML_EXTENSIONS or ext in _OPENDOCUMENT_EXTENSIONS or ext in _MAIL_EXTENSIONS:  # pictures, attachments: OCR'd
         return _TEXT_PARSERS[ext](path, ocr_lang=ocr_lang)
     return _TEXT_PARSERS[ext](path)
 

@@ -238,3 +238,113 @@ def test_a_msg_that_is_not_an_outlook_message_is_corrupt(tmp_path):
         with pytest.raises(UnreadableDocument) as info:
             parse_file(path)
         assert info.value.reason == "corrupt" and "not a readable Outlook message" in info.value.detail
+
+
+# ---------------------------------------------------------------- attachments read
+
+
+def test_an_attachment_is_read_under_a_heading_of_its_name():
+    """unstructured's example message with a text file attached: the file's text follows the body,
+    under the subject and the file's name, as the same file alone would read."""
+    doc = parse_file(FILES / "fake-email-attachment.eml")
+    assert [(b.kind, b.text, b.heading_path) for b in doc.blocks[-2:]] == [
+        ("heading", "fake-attachment.txt", ("Fake email with attachment", "fake-attachment.txt")),
+        ("paragraph", "Hey this is a fake attachment!", ("Fake email with attachment", "fake-attachment.txt")),
+    ]
+    assert doc.warnings == ["attachment fake-attachment.txt: read (1 blocks)"]
+    assert "Attachments (not indexed)" not in doc.text
+
+
+def _policy_mail(tmp_path: Path) -> Path:
+    """A notice with a Word policy and a scan attached, a logo inline and a damaged PDF."""
+    msg = EmailMessage()
+    msg["From"] = "hr@example.com"
+    msg["To"] = "all@example.com"
+    msg["Subject"] = "新版差旅报销制度"
+    msg.set_content("各位同事：新版制度见附件，请遵照执行。\n")
+    msg.add_related(b"\x89PNG\r\n\x1a\n logo", maintype="image", subtype="png", cid="<logo>", filename="logo.png")
+    msg.add_attachment((FILES / "差旅报销制度.docx").read_bytes(), maintype="application",
+                       subtype="vnd.openxmlformats-officedocument.wordprocessingml.document", filename="差旅报销制度.docx")
+    msg.add_attachment(SCAN.read_bytes(), maintype="image", subtype="png", filename="安全须知_扫描.png")
+    msg.add_attachment(b"%PDF-1.4 cut off", maintype="application", subtype="pdf", filename="旧版制度.pdf")
+    return _write(tmp_path / "notice.eml", msg)
+
+
+SCAN = Path(__file__).resolve().parents[2] / "data" / "sample" / "scans" / "安全须知_扫描.png"
+
+
+def test_attached_documents_and_scans_are_read_as_those_files_and_the_rest_is_named(tmp_path):
+    doc = parse_file(_policy_mail(tmp_path))
+    subject = "新版差旅报销制度"
+    policy = parse_file(FILES / "差旅报销制度.docx")
+    attached = [b for b in doc.blocks if b.heading_path[:2] == (subject, "差旅报销制度.docx")]
+    assert [(b.kind, b.text, b.heading_path[2:]) for b in attached[1:]] == [(b.kind, b.text, b.heading_path) for b in policy.blocks]
+    scan = [b for b in doc.blocks if b.heading_path[:2] == (subject, "安全须知_扫描.png") and b.kind == "ocr_text"]
+    assert [b.text for b in scan] == [b.text for b in parse_file(SCAN).blocks] and all(b.ocr_confidence for b in scan)
+    closing = doc.blocks[-1]
+    assert closing.heading_path == (subject,) and closing.text.startswith("Attachments (not indexed): ")
+    assert "logo.png (image/png" in closing.text and "旧版制度.pdf (application/pdf" in closing.text  # inline; damaged
+    assert "attachment 旧版制度.pdf: not read (corrupt: " in "\n".join(doc.warnings)
+    assert doc.language == "zh"
+
+
+def test_attachments_are_read_within_their_time_budget(tmp_path, monkeypatch):
+    """Past the budget the rest are named; one attachment still running when it passes is stopped
+    (a stand-in parser that sleeps), and the message's own text is kept either way."""
+    import time
+
+    from rag_pipeline.ingest import email_message, parsers
+
+    monkeypatch.setattr(email_message, "ATTACHMENT_BUDGET_S", 0.0)
+    doc = parse_file(FILES / "fake-email-attachment.eml")
+    assert "Hey this is a fake attachment!" not in doc.text and "fake-attachment.txt (text/plain" in doc.blocks[-1].text
+    assert "attachment fake-attachment.txt: not read, the 0 s for attachments was spent" in doc.warnings
+
+    def slow(path):
+        time.sleep(30)
+
+    monkeypatch.setattr(email_message, "ATTACHMENT_BUDGET_S", 1.0)
+    monkeypatch.setitem(parsers._TEXT_PARSERS, ".txt", slow)
+    started = time.monotonic()
+    doc = parse_file(FILES / "fake-email-attachment.eml")
+    assert time.monotonic() - started < 10
+    assert "Hello!" in doc.text and "attachment fake-attachment.txt: not read (over the 1 s for attachments)" in doc.warnings
+
+
+def test_an_attached_message_is_read_but_not_its_own_attachments(tmp_path):
+    inner = tmp_path / "inner.eml"
+    inner.write_bytes((FILES / "fake-email-attachment.eml").read_bytes())
+    outer = EmailMessage()
+    outer["From"] = "a@example.com"
+    outer["Subject"] = "Fwd: files"
+    outer.set_content("See the attached message.\n")
+    outer.add_attachment(inner.read_bytes(), maintype="application", subtype="octet-stream", filename="original.eml")
+    doc = parse_file(_write(tmp_path / "outer.eml", outer))
+    assert "Here's the attachments!" in doc.text  # the attached message's body
+    assert "Hey this is a fake attachment!" not in doc.text  # its attachment: named only
+    assert any(w.startswith("attachment original.eml: 1 attachment(s) not indexed: fake-attachment.txt") for w in doc.warnings)
+
+
+def test_the_attachment_time_limit_keeps_an_outer_timer():
+    """A timer set before (pytest-timeout's, a caller's) keeps running through the limit, less the
+    time spent; one due first is left alone and the limit only bounds OCR calls."""
+    import signal
+    import time
+
+    from rag_pipeline.ingest.deadline import TimeLimitPassed, remaining, time_limit
+
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 3.0)
+        with pytest.raises(TimeLimitPassed), time_limit(0.2):
+            time.sleep(2)
+        assert 2.3 < signal.getitimer(signal.ITIMER_REAL)[0] <= 2.8 and not fired
+        with time_limit(10.0):  # the outer timer is due first: no timer of its own
+            assert remaining(180) <= 10.0
+            time.sleep(0.2)
+        assert 2.0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 2.6
+        assert remaining(180) == 180  # no limit outside
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
