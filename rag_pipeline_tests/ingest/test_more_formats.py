@@ -8,8 +8,10 @@ one real run."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import zipfile
+from email.message import EmailMessage
 from pathlib import Path
 
 import olefile
@@ -539,7 +541,8 @@ def test_a_wps_that_is_not_wps_writers_is_refused_with_how_to_convert_it(tmp_pat
 
 def test_new_formats_are_indexed_by_a_real_run_and_answered_with_citations(tmp_path):
     """One real Dagster run over a folder of the new formats (real model, LanceDB on disk):
-    every file indexed with its format, and questions answered from the .xls, .doc, .odt and .epub."""
+    every file indexed with its format, and questions answered from the .xls, .doc, .odt, .epub,
+    .rst, .org, JSON Lines and an e-mail's attachment."""
     from rag_pipeline.query import RagIndex
     from rag_pipeline.query.sql import connect
     from rag_pipeline_tests.indexing import run_index
@@ -551,18 +554,32 @@ def test_new_formats_are_indexed_by_a_real_run_and_answered_with_citations(tmp_p
     _odf(raw / "travel.odt", _TRAVEL_ODT, title="Travel policy 2026")
     _epub(raw / "guide.epub", _GUIDE_CHAPTERS, spine=["ch1", "ch2"])
     (raw / "centers.tsv").write_text("City\tAddress\nBerlin\tInvalidenstraße 7, Mitte\n", encoding="utf-8")
+    shutil.copy(FILES / "差旅报销指南.rst", raw)
+    shutil.copy(FILES / "项目周报.org", raw)
+    (raw / "faq.jsonl").write_text(json.dumps({"question": "工牌丢失怎么办？", "answer": "到行政部补办，工本费 20 元。"}, ensure_ascii=False) + "\n",
+                                   encoding="utf-8")
+    notice = EmailMessage()
+    notice["From"], notice["Subject"] = "admin@example.com", "会议室使用须知"
+    notice.set_content("详见附件。\n")
+    notice.add_attachment("会议室须提前两天在 OA 系统预订，每次最长使用四小时。\n".encode(), maintype="text", subtype="plain",
+                          filename="会议室规则.txt")
+    (raw / "notice.eml").write_bytes(notice.as_bytes())
     report = run_index(raw, tmp_path / "lake", golden_file="none")
     assert report["success"], report["failures"]
     con = connect(tmp_path / "lake", admin=True)
     formats = dict(con.sql("SELECT source, format FROM documents").fetchall())
     assert formats == {"员工名册.xls": "xls", "差旅报销制度.doc": "doc", "travel.odt": "odt", "guide.epub": "epub",
-                       "centers.tsv": "tsv"}
+                       "centers.tsv": "tsv", "差旅报销指南.rst": "rst", "项目周报.org": "org", "faq.jsonl": "jsonl", "notice.eml": "eml"}
     index = RagIndex.open(tmp_path / "lake")
     for question, fact, source in [
         ("李娜的入职日期是什么？", "2021-07-15", "员工名册.xls"),
         ("杭州的住宿标准是每晚多少元？", "450", "差旅报销制度.doc"),
         ("What is the daily allowance in Germany?", "EUR 28", "travel.odt"),
         ("入职第一天在哪里领取工牌？", "前台", "guide.epub"),
+        ("住宿费超标的部分怎么处理？", "自理", "差旅报销指南.rst"),
+        ("本周的召回率是多少？", "0.95", "项目周报.org"),
+        ("工牌丢失后的补办工本费是多少？", "20 元", "faq.jsonl"),
+        ("会议室最长可以使用多久？", "四小时", "notice.eml"),
     ]:
         answer = index.ask(question)
         assert not answer.refused and fact in answer.answer, (question, answer.reason, answer.answer)
