@@ -44,7 +44,8 @@ _POWERPOINT_EXTENSIONS = {".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"}
 _OOXML_EXTENSIONS = _WORD_EXTENSIONS | _EXCEL_EXTENSIONS | _POWERPOINT_EXTENSIONS
 _OPENDOCUMENT_EXTENSIONS = {".odt", ".ods", ".odp"}
 _ZIP_EXTENSIONS = _OOXML_EXTENSIONS | _OPENDOCUMENT_EXTENSIONS | {".epub"}
-_MAIL_EXTENSIONS = {".eml", ".msg"}
+# Formats whose pictures or attachments are OCR'd: their parsers take the OCR languages.
+_READ_WITH_OCR = _OOXML_EXTENSIONS | _OPENDOCUMENT_EXTENSIONS | {".doc", ".ppt", ".xls", ".eml", ".msg"}
 
 
 def _office_xml(path: pathlib.Path) -> ParsedDocument:
@@ -117,7 +118,7 @@ def _ole_streams(path: pathlib.Path) -> set[str]:
         raise UnreadableDocument("corrupt", f"damaged OLE compound file: {type(exc).__name__}: {exc}") from exc
 
 
-def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
+def _ole_package(path: pathlib.Path, ext: str, ocr_lang: str) -> ParsedDocument:
     """An OLE compound file where OOXML (a zip) was expected.
 
     Office writes password-protected .docx/.xlsx/.pptx as an OLE container holding
@@ -127,7 +128,7 @@ def _ole_package(path: pathlib.Path, ext: str) -> ParsedDocument:
     streams = _ole_streams(path)
     for family, legacy in ((_WORD_EXTENSIONS, ".doc"), (_EXCEL_EXTENSIONS, ".xls"), (_POWERPOINT_EXTENSIONS, ".ppt")):
         if ext in family and streams & _LEGACY_STREAMS[legacy]:
-            return _TEXT_PARSERS[legacy](path)
+            return _TEXT_PARSERS[legacy](path, ocr_lang=ocr_lang)
     raise UnreadableDocument(
         "unsupported_format", f"legacy binary Office file with {path.suffix} extension (streams: {sorted(streams)[:5]})"
     )
@@ -197,11 +198,11 @@ def _dispatch(path: pathlib.Path, ext: str, head: bytes, ocr_lang: str, max_byte
         return _misnamed(path, ext, head, max_bytes, ocr_lang)
     if ext in _ZIP_EXTENSIONS:
         if head.startswith(_OLE_MAGIC):
-            return _ole_package(path, ext)
+            return _ole_package(path, ext, ocr_lang)
         if not zipfile.is_zipfile(path):
             raise UnreadableDocument("corrupt", f"{ext} is not a zip package")
         _check_unpacked_size(path, MAX_UNPACK_FACTOR * max_bytes)
-    if ext in _OOXML_EXTENSIONS or ext in _OPENDOCUMENT_EXTENSIONS or ext in _MAIL_EXTENSIONS:  # pictures, attachments: OCR'd
+    if ext in _READ_WITH_OCR:
         return _TEXT_PARSERS[ext](path, ocr_lang=ocr_lang)
     return _TEXT_PARSERS[ext](path)
 

@@ -9,11 +9,13 @@ import re
 import zipfile
 from pathlib import Path
 
+import olefile
 import openpyxl
 import xlrd
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.office_art import blips, xls_drawing_group
 from rag_pipeline.ingest.ole import ole_title
 from rag_pipeline.ingest.pictures import PictureReader
 
@@ -133,12 +135,13 @@ def _xls_rows(sheet: xlrd.sheet.Sheet, datemode: int) -> list[list[str]]:
     return [[cell_text(v) for v in row] for row in values]
 
 
-def parse_xls(path: Path) -> ParsedDocument:
+def parse_xls(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse an Excel 97-2003 workbook like :func:`parse_xlsx`: every worksheet a page named
     by its sheet, tables folded with their header rows, merged group labels filled down.
 
     xlrd reads the BIFF records itself (no Excel, no LibreOffice); a workbook protected by
-    a password is ``encrypted``. Chart sheets hold no cells and are skipped.
+    a password is ``encrypted``. Chart sheets hold no cells and are skipped. Pictures are OCR'd
+    after the last sheet (ingest.office_art, ingest.pictures).
     """
     log = io.StringIO()  # xlrd prints format notes (a missing code page) to stdout otherwise
     try:
@@ -160,4 +163,13 @@ def parse_xls(path: Path) -> ParsedDocument:
             book.unload_sheet(index - 1)
     finally:
         book.release_resources()
-    return make_document(builder, format="xls", parser="xlrd", page_count=len(names), title=ole_title(path), warnings=notes)
+    pictures = PictureReader(ocr_lang)
+    builder.reset_headings()
+    drawing_group = b""
+    if olefile.isOleFile(str(path)):  # xlrd also reads a bare BIFF stream
+        with olefile.OleFileIO(str(path)) as ole:
+            stream = next((name for name in ("Workbook", "Book") if ole.exists(name)), None)
+            drawing_group = xls_drawing_group(ole.openstream(stream).read()) if stream else b""
+    for blob in blips(drawing_group):
+        pictures.add_text(builder, blob)
+    return make_document(builder, format="xls", parser="xlrd", page_count=len(names), title=ole_title(path), **pictures.metadata(notes))

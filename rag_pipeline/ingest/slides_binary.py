@@ -20,7 +20,9 @@ import olefile
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.office_art import blips
 from rag_pipeline.ingest.ole import ole_title
+from rag_pipeline.ingest.pictures import PictureReader
 
 _DOCUMENT, _SLIDE, _SLIDE_ATOM, _NOTES = 0x03E8, 0x03EE, 0x03EF, 0x03F0
 _SLIDE_PERSIST, _SLIDE_LIST = 0x03F3, 0x0FF0
@@ -150,9 +152,10 @@ def _add_text(builder: BlockBuilder, text: str, page: int, kind: str) -> None:
         builder.add(paragraph, kind, page=page)
 
 
-def parse_ppt(path: Path) -> ParsedDocument:
+def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse a PowerPoint 97-2003 .ppt: one page a slide, its title the heading, then its other
-    text (placeholders, text boxes, table cells) and its speaker notes as ``notes`` blocks."""
+    text (placeholders, text boxes, table cells) and its speaker notes as ``notes`` blocks; the
+    pictures are OCR'd after the last slide (ingest.office_art, ingest.pictures)."""
     with olefile.OleFileIO(str(path)) as ole:
         if ole.exists("EncryptedSummary"):
             raise UnreadableDocument("encrypted", "password-protected PowerPoint 97-2003 presentation")
@@ -160,6 +163,7 @@ def parse_ppt(path: Path) -> ParsedDocument:
             raise UnreadableDocument("unsupported_format", "an OLE file without a PowerPoint Document stream (not a presentation)")
         doc = ole.openstream("PowerPoint Document").read()
         user = ole.openstream("Current User").read()
+        stored_pictures = ole.openstream("Pictures").read() if ole.exists("Pictures") else b""
     edit, = struct.unpack_from("<I", user, 8 + 8)
     offsets, document_ref = _persist_offsets(doc, edit)
     document = _body(doc, offsets[document_ref], _DOCUMENT)
@@ -198,8 +202,12 @@ def parse_ppt(path: Path) -> ParsedDocument:
         for text_type, text in _texts(doc, *notes) if notes else []:
             if text_type == _NOTES_TEXT:
                 _add_text(builder, text, page, "notes")
+    pictures = PictureReader(ocr_lang)
+    builder.reset_headings()
+    for blob in blips(stored_pictures):
+        pictures.add_text(builder, blob)
     return make_document(builder, format="ppt", parser="olefile", page_count=len(slides),
-                         title=builder.first_heading or ole_title(path))
+                         title=builder.first_heading or ole_title(path), **pictures.metadata())
 
 
 def _notes_id(doc: bytes, slide: tuple[int, int]) -> int:

@@ -22,7 +22,9 @@ import olefile
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.office_art import blips
 from rag_pipeline.ingest.ole import ole_title
+from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
 
 _WORD_IDENT = 0xA5EC
@@ -294,8 +296,9 @@ class _Fields:
         return all(showing for _, showing in self._stack)
 
 
-def parse_doc(path: Path) -> ParsedDocument:
-    """Parse a Word 97-2003 .doc into paragraph and table_row blocks (a table's first row its header)."""
+def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
+    """Parse a Word 97-2003 .doc into paragraph and table_row blocks (a table's first row its header);
+    its pictures are OCR'd after its text (ingest.office_art, ingest.pictures)."""
     with olefile.OleFileIO(str(path)) as ole:
         if not ole.exists("WordDocument"):
             raise UnreadableDocument("unsupported_format", "an OLE file without a WordDocument stream (not a Word document)")
@@ -308,6 +311,7 @@ def parse_doc(path: Path) -> ParsedDocument:
             raise UnreadableDocument("corrupt", f"the document's {table_name} stream is missing")
         table = ole.openstream(table_name).read()
         data = ole.openstream("Data").read() if ole.exists("Data") else b""
+    pictures = PictureReader(ocr_lang)
     pieces = _pieces(table, *fc_lcb[_FC_CLX])
     ccp_text = ccps[0]
     notes = {
@@ -369,4 +373,7 @@ def parse_doc(path: Path) -> ParsedDocument:
             anchored = []
     if rows:
         builder.add_table(grid_rows(rows))
-    return make_document(builder, format="doc", parser="olefile", title=ole_title(path))
+    builder.reset_headings()
+    for blob in [*blips(data), *blips(word)]:  # inline pictures sit in Data, floating ones after the text
+        pictures.add_text(builder, blob)
+    return make_document(builder, format="doc", parser="olefile", title=ole_title(path), **pictures.metadata())

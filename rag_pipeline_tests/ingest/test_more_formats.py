@@ -906,3 +906,24 @@ def test_an_extension_version_re_parses_only_that_extensions_files():
     assert keys[".pdf"] == before[".pdf"] and keys[".png"] == before[".png"]
     assert keys[".doc"] != before[".doc"] and keys[".XML"] != before[".XML"]
     assert len(set(keys.values())) == 4
+
+
+# ---------------------------------------------------------------- pictures in 97-2003 files
+
+
+@pytest.mark.parametrize("name, own_text", [
+    ("扫描件.doc", ["以下为扫描件：", "扫描件结束。"]),
+    ("扫描件.ppt", ["安全须知"]),
+    ("扫描件.xls", ["项目: 安全; 说明: 见下图"]),
+])
+def test_a_picture_in_a_97_2003_file_is_ocrd_after_its_text(name, own_text):
+    """The scan pasted into a Word, PowerPoint and Excel 97-2003 file (its PNG blip in the Data
+    stream, the Pictures stream, the workbook's drawing group split over BIFF records): read as
+    the scan alone reads, after the document's own text, each paragraph with its confidence."""
+    doc = parse_file(FILES / name)
+    own = [b.text for b in doc.blocks if b.kind != "ocr_text"]
+    ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
+    assert own == own_text and doc.blocks[: len(own)] == [b for b in doc.blocks if b.kind != "ocr_text"]
+    assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks]
+    assert all(b.ocr_confidence and b.heading_path == () for b in ocr) and doc.ocr_used
+    assert doc.warnings[-1] == "1 embedded picture(s) OCR'd"
