@@ -42,7 +42,7 @@ PARAGRAPHS_DROPPED_NOTE = "OCR paragraphs dropped"  # prefix of the warning coun
 RELEASE_NOTE = "released from quarantine by operator"  # prefix of the warning a released document carries
 _RELEASE_HINT = "to index it anyway, release it: `rag quarantine release {source}` (sidecar \"quarantine_release\": true)"
 
-_FORMAT_BY_EXTENSION = dict.fromkeys(IMAGE_EXTENSIONS, "image") | {".htm": "html", ".markdown": "md", ".mht": "mhtml", ".rest": "rst"}
+_FORMAT_BY_EXTENSION = dict.fromkeys(IMAGE_EXTENSIONS, "image") | {".htm": "html", ".markdown": "md", ".mht": "mhtml", ".rest": "rst", ".ndjson": "jsonl"}
 
 
 def parse_outcome(path: Path, parse: ParseFn) -> Outcome:
