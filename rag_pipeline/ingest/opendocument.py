@@ -158,17 +158,17 @@ class _Walker:
             elif tag == _q("presentation:notes"):
                 self.walk(child, page=page, kind="notes")
             elif tag == _q("draw:image"):
-                self._picture(child, page)
+                self.picture(child, page)
             else:  # sections, lists, frames and text boxes, groups: containers
                 self.walk(child, page=page, kind=kind)
 
-    def _picture(self, image: etree._Element, page: int | None) -> None:
+    def picture(self, image: etree._Element, page: int | None, sheet: str | None = None) -> None:
         """A picture's text (a pasted scan, a screenshot; ingest.pictures), where its frame is."""
         try:
             blob = self.package.read((image.get(_HREF) or "").removeprefix("./"))  # "./Pictures/…": the package's own
         except (KeyError, ValueError, zipfile.BadZipFile):  # linked from outside, or a damaged member
             return
-        self.pictures.add_text(self.builder, blob, page=page)
+        self.pictures.add_text(self.builder, blob, page=page, sheet=sheet)
 
     def _frames(self, paragraph: etree._Element, page: int | None) -> None:
         """Text boxes and captions anchored in a paragraph, after it."""
@@ -201,7 +201,8 @@ def parse_opendocument(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDo
     """Parse an .odt, .ods or .odp package: text documents by headings, paragraphs, lists and
     tables; spreadsheets sheet by sheet (``page`` = the sheet's position, ``sheet`` = its
     name); presentations slide by slide (``page`` = the slide, its title frame the heading).
-    Pictures in text and on slides are OCR'd where their frame is (ingest.pictures)."""
+    Pictures in text and on slides are OCR'd where their frame is, on a sheet after its rows
+    (ingest.pictures)."""
     fmt = _FORMATS[path.suffix.lower()]
     with zipfile.ZipFile(path) as package:
         _check_not_encrypted(package)
@@ -223,6 +224,8 @@ def parse_opendocument(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDo
             name = sheet.get(_q("table:name")) or f"Sheet{index}"
             builder.reset_headings([name])
             builder.add_sheet(table_rows(sheet), page=index, sheet=name)
+            for image in sheet.iter(_q("draw:image")):  # a screenshot on the sheet: its text after the rows
+                walker.picture(image, index, name)
         for index, slide in enumerate(slides, start=1):
             builder.reset_headings()
             for frame in list(slide.iterfind(".//draw:frame[@presentation:class='title']", _NS)):

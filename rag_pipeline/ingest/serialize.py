@@ -35,8 +35,8 @@ PARSE_CACHE_VERSION = 7
 EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
-    **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 1),
-    ".odt": 2, ".odp": 2, ".doc": 4, ".ppt": 1, ".xml": 4, ".rtf": 1, ".xls": 2, ".msg": 2, ".eml": 1,
+    **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 2),
+    ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 4, ".ppt": 1, ".xml": 4, ".rtf": 1, ".xls": 2, ".msg": 2, ".eml": 1,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 2),
     **dict.fromkeys((".rst", ".rest", ".org", ".heic", ".heif", ".json", ".jsonl", ".ndjson"), 1),  # were unsupported_format: that cached outcome must not stand
 }

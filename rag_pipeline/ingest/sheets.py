@@ -81,17 +81,18 @@ def parse_xlsx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     5 MB (50 MB unpacked) are loaded fully so that a vertically merged cell (a group
     label spanning rows, very common in Chinese office sheets) is repeated in each row it
     covers, and pictures placed on a sheet (a pasted screenshot) are OCR'd after its rows
-    (ingest.pictures); larger files are streamed read-only, where neither is available.
+    (ingest.pictures); larger files are streamed read-only, where merges are not available and
+    the package's pictures are OCR'd after the last sheet.
     """
     with zipfile.ZipFile(path) as package:
         unpacked = sum(info.file_size for info in package.infolist())
     read_only = path.stat().st_size > FULL_LOAD_MAX_BYTES or unpacked > FULL_LOAD_MAX_UNPACKED_BYTES
     # An open file, not the path: openpyxl refuses a path not ending in .xlsx (a renamed .xls).
     with open(path, "rb") as fh:
-        return _parse_workbook(openpyxl.load_workbook(fh, read_only=read_only, data_only=True), read_only, ocr_lang)
+        return _parse_workbook(openpyxl.load_workbook(fh, read_only=read_only, data_only=True), read_only, ocr_lang, path)
 
 
-def _parse_workbook(workbook, read_only: bool, ocr_lang: str) -> ParsedDocument:  # type: ignore[no-untyped-def]
+def _parse_workbook(workbook, read_only: bool, ocr_lang: str, path: Path) -> ParsedDocument:  # type: ignore[no-untyped-def]
     builder = BlockBuilder()
     notes: list[str] = []
     pictures = PictureReader(ocr_lang)
@@ -109,6 +110,11 @@ def _parse_workbook(workbook, read_only: bool, ocr_lang: str) -> ParsedDocument:
     finally:
         if read_only:
             workbook.close()
+    if read_only:  # a streamed workbook names no sheet's pictures: the package's, after the last sheet
+        builder.reset_headings()
+        with zipfile.ZipFile(path) as package:
+            for member in sorted(n for n in package.namelist() if n.startswith("xl/media/")):
+                pictures.add_text(builder, package.read(member))
     return make_document(builder, format="xlsx", parser="openpyxl", page_count=len(names), title=title, **pictures.metadata(notes))
 
 

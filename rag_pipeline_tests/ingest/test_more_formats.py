@@ -695,10 +695,18 @@ def test_a_picture_on_a_slide_is_ocrd_on_its_slide(tmp_path):
     assert doc.warnings == ["1 embedded picture(s) OCR'd"]
 
 
-def test_a_picture_on_a_worksheet_is_ocrd_after_its_rows(tmp_path):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_picture_on_a_worksheet_is_ocrd_after_its_rows(tmp_path, monkeypatch, streamed):
     """A screenshot pasted on a sheet (an openpyxl workbook holding the sample's scan): its text
-    follows that sheet's rows, on the sheet's page, each paragraph with its confidence."""
+    follows that sheet's rows, on the sheet's page, each paragraph with its confidence. A workbook
+    too large to load whole is streamed, which names no sheet's pictures: the package's pictures
+    are read after the last sheet."""
     from openpyxl.drawing.image import Image as SheetPicture
+
+    from rag_pipeline.ingest import sheets
+
+    if streamed:
+        monkeypatch.setattr(sheets, "FULL_LOAD_MAX_BYTES", 0)
 
     workbook = openpyxl.Workbook()
     first = workbook.active
@@ -714,18 +722,24 @@ def test_a_picture_on_a_worksheet_is_ocrd_after_its_rows(tmp_path):
     assert [b.text for b in doc.blocks if b.kind != "ocr_text"] == ["见第二页", "项目: 安全须知; 说明: 见下图"]
     ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
     assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks] and doc.blocks[-len(ocr):] == ocr
-    assert {(b.page, b.sheet) for b in ocr} == {(2, "截图")} and all(b.ocr_confidence for b in ocr) and doc.ocr_used
+    assert {(b.page, b.sheet) for b in ocr} == ({(None, None)} if streamed else {(2, "截图")})
+    assert all(b.ocr_confidence for b in ocr) and doc.ocr_used
 
 
-@pytest.mark.parametrize(("suffix", "href"), [(".odt", "Pictures/scan.png"), (".odp", "./Pictures/scan.png")])
+@pytest.mark.parametrize(("suffix", "href"), [(".odt", "Pictures/scan.png"), (".odp", "./Pictures/scan.png"),
+                                              (".ods", "Pictures/scan.png")])
 def test_a_picture_in_opendocument_is_ocrd_where_its_frame_is(tmp_path, suffix, href):
     """A scan in a frame (the package's Pictures/ member: LibreOffice links it as Pictures/…, some
-    writers as ./Pictures/…), in a text document and on a slide: its text follows the paragraph
-    holding it, on the slide's page."""
+    writers as ./Pictures/…), in a text document, on a slide and on a sheet: its text follows the
+    paragraph holding it, on the slide's page, after the sheet's rows."""
     frame = f'<draw:frame draw:name="scan"><draw:image xlink:href="{href}"/></draw:frame>'
-    body = (f"<office:text><text:p>以下为扫描件：{frame}</text:p><text:p>扫描件结束。</text:p></office:text>" if suffix == ".odt"
-            else f'<office:presentation><draw:page draw:name="p1"><draw:frame><draw:text-box><text:p>以下为扫描件：</text:p>'
-                 f"</draw:text-box></draw:frame>{frame}</draw:page></office:presentation>")
+    body = {
+        ".odt": f"<office:text><text:p>以下为扫描件：{frame}</text:p><text:p>扫描件结束。</text:p></office:text>",
+        ".odp": f'<office:presentation><draw:page draw:name="p1"><draw:frame><draw:text-box><text:p>以下为扫描件：</text:p>'
+                f"</draw:text-box></draw:frame>{frame}</draw:page></office:presentation>",
+        ".ods": f'<office:spreadsheet><table:table table:name="须知"><table:shapes>{frame}</table:shapes><table:table-row>'
+                f"<table:table-cell><text:p>以下为扫描件：</text:p></table:table-cell></table:table-row></table:table></office:spreadsheet>",
+    }[suffix]
     path = _odf(tmp_path / f"扫描件{suffix}", body)
     with zipfile.ZipFile(path, "a") as package:
         package.write(SAFETY_SCAN, "Pictures/scan.png")
@@ -733,7 +747,8 @@ def test_a_picture_in_opendocument_is_ocrd_where_its_frame_is(tmp_path, suffix, 
     read_alone = [b.text for b in parse_file(SAFETY_SCAN).blocks]
     texts = [b.text for b in doc.blocks]
     assert texts[:1 + len(read_alone)] == ["以下为扫描件：", *read_alone] and doc.ocr_used
-    assert all(b.ocr_confidence and b.page == (1 if suffix == ".odp" else None) for b in doc.blocks if b.kind == "ocr_text")
+    where = {".odt": (None, None), ".odp": (1, None), ".ods": (1, "须知")}[suffix]
+    assert all(b.ocr_confidence and (b.page, b.sheet) == where for b in doc.blocks if b.kind == "ocr_text")
 
 
 def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
