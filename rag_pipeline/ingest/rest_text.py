@@ -50,6 +50,7 @@ _GENERATED = {
     "sectionauthor", "moduleauthor", "codeauthor", "default-role", "default-domain", "graphviz", "uml",
 }
 _CODE = {"code-block", "sourcecode"}
+_CONDITIONS = {"only", "ifconfig"}  # their argument decides when the content shows: not text
 _VERSIONS = {"versionadded": "New in version", "versionchanged": "Changed in version", "deprecated": "Deprecated since version"}
 _DIRECTIVE_USE = re.compile(r"^[ \t]*\.\.[ \t]+([\w:.+-]+)[ \t]*::", re.M)
 _ROLE_USE = re.compile(r":([\w:.+-]+):`")
@@ -76,10 +77,13 @@ class _Container(_Dropped):
 
     def run(self) -> list:
         box = nodes.container()
-        label = _VERSIONS.get(self.name.rsplit(":", 1)[-1].lower())
-        argument = " ".join(filter(None, [label, *self.arguments]))
-        if argument:
-            box += nodes.paragraph(argument, argument)
+        short = self.name.rsplit(":", 1)[-1].lower()
+        arguments = [] if short in _CONDITIONS else self.arguments
+        text = " ".join(filter(None, [_VERSIONS.get(short), *arguments]))
+        if text:  # its markup read too (a version's explanation may follow on the directive's lines)
+            inline, messages = self.state.inline_text(text, self.lineno)
+            box += nodes.paragraph(text, "", *inline)
+            box += messages
         self.state.nested_parse(self.content, self.content_offset, box)
         return [box]
 

@@ -60,6 +60,8 @@ def test_sphinx_directives_and_roles_are_read_as_their_content_and_nothing_outsi
         "未知指令里的说明文字。",  # a directive nobody registered: its argument and content
         "审批时限",
         "提交后 5 个工作日内审批。",
+        "Changed in version 2.2 单笔上限改为 5000 元，见 报销标准。",  # the explanation on the directive's lines, its markup read
+        "仅网页版显示的提示。",  # `only:: html`: the content, not the condition
     ]
     everything = "\n".join(texts)
     assert "root:" not in everything and "不应出现" not in everything  # include, csv-table :file:, raw: not read
