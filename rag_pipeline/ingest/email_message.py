@@ -145,15 +145,38 @@ def _unindexed_parts(part: Message, body: Message | None, out: list[Message]) ->
         _unindexed_parts(child, body, out)
 
 
+def _forwarded(part: Message) -> Message | None:
+    """The message a message/rfc822 part carries (a forwarded message, a bounce's original)."""
+    inner = part.get_payload()
+    inner = inner[0] if isinstance(inner, list) and inner else None
+    return inner if isinstance(inner, Message) else None
+
+
+def _forwarded_label(part: Message) -> str:
+    inner = _forwarded(part)
+    subject = _header_text(" ".join(_raw_header(inner, "Subject"))) if inner is not None else ""
+    return _valid_utf8(part.get_filename() or (f"forwarded message {subject!r}" if subject else "forwarded message"))
+
+
+def _attached_bytes(part: Message) -> bytes | None:
+    """A part's content as the file it stands for: an attachment's bytes, a forwarded message's RFC 822 text."""
+    if part.get_content_type() != "message/rfc822":
+        payload = part.get_payload(decode=True)
+        return payload if isinstance(payload, bytes) else None
+    inner = _forwarded(part)
+    if inner is None or not (inner.keys() or inner.get_payload()):  # an empty shell (.msg's embedded messages)
+        return None
+    try:
+        return inner.as_bytes()
+    except Exception:  # a header the policy cannot write back: named instead
+        return None
+
+
 def _describe(part: Message) -> str:
     ctype = part.get_content_type()
     name = part.get_filename()
     if ctype == "message/rfc822":
-        inner = part.get_payload()
-        inner = inner[0] if isinstance(inner, list) and inner else None
-        subject = _header_text(" ".join(_raw_header(inner, "Subject"))) if isinstance(inner, Message) else ""
-        label = name or (f"forwarded message {subject!r}" if subject else "forwarded message")
-        return _valid_utf8(f"{label} ({ctype})")
+        return f"{_forwarded_label(part)} ({ctype})"
     payload = part.get_payload(decode=True)
     size = f", {len(payload)} bytes" if isinstance(payload, bytes) else ""
     return _valid_utf8(f"{name or 'unnamed part'} ({ctype}{size})")
@@ -180,10 +203,10 @@ def _body_blocks(elements, builder: BlockBuilder, html: bool) -> None:
 def parse_email(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse an .eml file: Subject is the title (and the top heading), From/To/Cc/Date a
     header block, the body (text/plain preferred, else HTML) the paragraphs; then each attachment
-    in a format this pipeline reads, under a heading of its file name, read as that file would be
-    (see `_read_attachments`). What is not read (inline images, forwarded messages, unsupported or
-    unreadable files, an attachment's own attachments) is named, with why, in a closing block and
-    in ``warnings``.
+    in a format this pipeline reads and each forwarded message, under a heading of its name, read
+    as that file would be (see `_read_attachments`). What is not read (inline images, unsupported
+    or unreadable files, an attachment's own attachments) is named, with why, in a closing block
+    and in ``warnings``.
 
     Quarantine: ``no_text`` for an empty file or a message without body text or
     attachments; ``corrupt`` for binary data or text that opens with no mail header.
@@ -206,8 +229,8 @@ def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[st
     """Each attachment read as the file it is (ingest.parsers.parse_file, from a scratch copy
     named only by its extension), its blocks under a heading of its file name below the subject.
 
-    Read: a named part in a supported format; an image only when attached, not inline (inline
-    ones are signatures and logos). All of them within ATTACHMENT_BUDGET_S (ingest.deadline):
+    Read: a named part in a supported format, and a forwarded message (read as an .eml); an image
+    only when attached, not inline (inline ones are signatures and logos). All of them within ATTACHMENT_BUDGET_S (ingest.deadline):
     past it, the rest are named. Returns the parts not read and the notes on the ones read.
     """
     global _reading_attachments
@@ -217,9 +240,10 @@ def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[st
     notes: list[str] = []
     started = time.monotonic()
     for part in parts:
-        name = _valid_utf8(part.get_filename() or "")
-        ext = Path(name).suffix.lower()
-        payload = part.get_payload(decode=True) if part.get_content_type() != "message/rfc822" else None
+        forwarded = part.get_content_type() == "message/rfc822"
+        name = _forwarded_label(part) if forwarded else _valid_utf8(part.get_filename() or "")
+        ext = ".eml" if forwarded else Path(name).suffix.lower()
+        payload = _attached_bytes(part)
         inline = ext in IMAGE_EXTENSIONS and part.get_content_disposition() != "attachment"
         left = ATTACHMENT_BUDGET_S - (time.monotonic() - started)
         if not payload or ext not in SUPPORTED_EXTENSIONS or inline or _reading_attachments or left <= 0:
@@ -241,7 +265,8 @@ def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[st
         finally:
             _reading_attachments = False
         builder.reset_headings(top)
-        builder.heading(name, len(top) + 1)
+        if not forwarded:  # a forwarded message opens with its own subject
+            builder.heading(name, len(top) + 1)
         builder.blocks.extend(replace(b, heading_path=(*builder.heading_path, *b.heading_path)) for b in doc.blocks)
         notes.append(f"attachment {name}: read ({len(doc.blocks)} blocks)")
         notes += [f"attachment {name}: {w}" for w in doc.warnings]

@@ -311,18 +311,27 @@ def test_attachments_are_read_within_their_time_budget(tmp_path, monkeypatch):
     assert "Hello!" in doc.text and "attachment fake-attachment.txt: not read (over the 1 s for attachments)" in doc.warnings
 
 
-def test_an_attached_message_is_read_but_not_its_own_attachments(tmp_path):
-    inner = tmp_path / "inner.eml"
-    inner.write_bytes((FILES / "fake-email-attachment.eml").read_bytes())
+@pytest.mark.parametrize("how", ["as a file", "forwarded"])
+def test_an_attached_message_is_read_but_not_its_own_attachments(tmp_path, how):
+    """A message attached as an .eml file or forwarded (message/rfc822, under its own subject)."""
+    import email
+    import email.policy
+
+    data = (FILES / "fake-email-attachment.eml").read_bytes()
     outer = EmailMessage()
     outer["From"] = "a@example.com"
     outer["Subject"] = "Fwd: files"
     outer.set_content("See the attached message.\n")
-    outer.add_attachment(inner.read_bytes(), maintype="application", subtype="octet-stream", filename="original.eml")
+    if how == "forwarded":
+        outer.add_attachment(email.message_from_bytes(data, policy=email.policy.default))
+    else:
+        outer.add_attachment(data, maintype="application", subtype="octet-stream", filename="original.eml")
     doc = parse_file(_write(tmp_path / "outer.eml", outer))
-    assert "Here's the attachments!" in doc.text  # the attached message's body
+    label = "original.eml" if how == "as a file" else "forwarded message 'Fake email with attachment'"
+    path = ("Fwd: files", "original.eml", "Fake email with attachment") if how == "as a file" else ("Fwd: files", "Fake email with attachment")
+    assert [b.heading_path for b in doc.blocks if b.text == "Here's the attachments!"] == [path]  # the attached message's body
     assert "Hey this is a fake attachment!" not in doc.text  # its attachment: named only
-    assert any(w.startswith("attachment original.eml: 1 attachment(s) not indexed: fake-attachment.txt") for w in doc.warnings)
+    assert any(w.startswith(f"attachment {label}: 1 attachment(s) not indexed: fake-attachment.txt") for w in doc.warnings)
 
 
 def test_the_attachment_time_limit_keeps_an_outer_timer():
