@@ -31,10 +31,11 @@ _TABLE = re.compile(r"^\s*\|")
 _RULE_ROW = re.compile(r"^\s*\|[-+:|\s]*$")
 _ITEM = re.compile(r"^(\s*)(?:[-+]|(?<=\s)\*|\d+[.)])\s+(?:\[[ Xx-]\]\s+)?(.*)$")
 _HRULE = re.compile(r"^\s*-{5,}\s*$")
-_LINK = re.compile(r"\[\[([^\]]+)\](?:\[([^\]]+)\])?\]")
+_LINK = re.compile(r"\[\[([^\[\]]+)\](?:\[([^\[\]]+)\])?\]")  # no bracket inside: "[[[[…" stays linear
 # Org's emphasis: a marker pair around text, opened after a space or opening punctuation and closed
-# before a space or closing punctuation (Chinese punctuation included).
-_EMPHASIS = re.compile(r"(^|[\s\-({'\"“‘（「])([*/_=~+])(\S|\S.*?\S)\2(?=[\s\-.,:!?;'\")}\[\]”’，。：；！？、）」]|$)")
+# before a space or closing punctuation (Chinese punctuation included). Its text is bounded, as in
+# Org: unbounded, a long line of paths ("/usr/bin /usr/bin …") took minutes (each opener scans on).
+_EMPHASIS = re.compile(r"(^|[\s\-({'\"“‘（「])([*/_=~+])(\S|\S.{0,300}?\S)\2(?=[\s\-.,:!?;'\")}\[\]”’，。：；！？、）」]|$)")
 _CODE_BLOCKS = {"src", "example", "verse"}
 _DROPPED_BLOCKS = {"comment", "export"}
 

@@ -27,9 +27,14 @@ from docutils.writers import html4css1
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.encoding import decode_bytes, encoding_notes
+from rag_pipeline.ingest.textutil import clean_text, split_paragraphs
 from rag_pipeline.ingest.web import blocks_from_html
 
+# docutils' guard against slow markup on huge lines: a longer line empties the whole document, so
+# such a file is read as plain text instead.
+_LINE_LENGTH_LIMIT = 10_000
 _SETTINGS = {
+    "line_length_limit": _LINE_LENGTH_LIMIT,
     "report_level": 3,  # errors are kept (to be counted) and removed before the text is read
     "halt_level": 5,  # never stop on a markup error
     "file_insertion_enabled": False,
@@ -52,8 +57,9 @@ _GENERATED = {
 _CODE = {"code-block", "sourcecode"}
 _CONDITIONS = {"only", "ifconfig"}  # their argument decides when the content shows: not text
 _VERSIONS = {"versionadded": "New in version", "versionchanged": "Changed in version", "deprecated": "Deprecated since version"}
-_DIRECTIVE_USE = re.compile(r"^[ \t]*\.\.[ \t]+([\w:.+-]+)[ \t]*::", re.M)
-_ROLE_USE = re.compile(r":([\w:.+-]+):`")
+# Names are bounded and a role's has one domain colon at most: a long run of colons stays linear.
+_DIRECTIVE_USE = re.compile(r"^[ \t]*\.\.[ \t]+([\w.+-]{1,60}(?::[\w.+-]{1,60})?)[ \t]*::", re.M)
+_ROLE_USE = re.compile(r":([\w.+-]{1,60}(?::[\w.+-]{1,60})?):`")
 _EXPLICIT_TARGET = re.compile(r"^(.*?)\s*<[^<>]*>$", re.S)
 
 
@@ -113,6 +119,12 @@ def parse_rst(path: Path) -> ParsedDocument:
     """Parse reStructuredText into heading/paragraph/list_item/table_row blocks; the title is the
     document title docutils finds (a lone top section), else the first heading."""
     text, encoding = decode_bytes(path.read_bytes())
+    if max(map(len, text.splitlines()), default=0) > _LINE_LENGTH_LIMIT:  # docutils would drop every line
+        builder = BlockBuilder()
+        for paragraph in split_paragraphs(clean_text(text)):
+            builder.add(paragraph)
+        notes = [*encoding_notes(encoding), f"a line over {_LINE_LENGTH_LIMIT:,} characters: read as plain text"]
+        return make_document(builder, format="rst", parser="text", warnings=notes)
     _register_unknown(text)
     settings = dict(_SETTINGS, warning_stream=io.StringIO())
     doctree = publish_doctree(text, source_path=path.name, settings_overrides=settings)
