@@ -22,11 +22,15 @@ def parse_txt(path: Path) -> ParsedDocument:
     lines is split per line, so one giant block never hides the structure.
     """
     text, encoding = decode_bytes(path.read_bytes())
-    text = clean_text(text)
-    paragraphs = split_paragraphs(text)
+    return make_document(text_blocks(text), format="txt", parser="text", warnings=encoding_notes(encoding))
+
+
+def text_blocks(text: str) -> BlockBuilder:
+    """Decoded text as paragraph blocks (see parse_txt); also what a markup reader falls back to."""
+    paragraphs = split_paragraphs(clean_text(text))
     if len(paragraphs) == 1 and len(paragraphs[0]) > _MAX_PARAGRAPH_CHARS:
         paragraphs = [line for line in paragraphs[0].split("\n") if line.strip()]
     builder = BlockBuilder()
     for para in paragraphs:
         builder.add(para)
-    return make_document(builder, format="txt", parser="text", warnings=encoding_notes(encoding))
+    return builder

@@ -27,7 +27,7 @@ from docutils.writers import html4css1
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument
 from rag_pipeline.ingest.encoding import decode_bytes, encoding_notes
-from rag_pipeline.ingest.textutil import clean_text, split_paragraphs
+from rag_pipeline.ingest.plain_text import text_blocks
 from rag_pipeline.ingest.web import blocks_from_html
 
 # docutils' guard against slow markup on huge lines: a longer line empties the whole document, so
@@ -120,11 +120,8 @@ def parse_rst(path: Path) -> ParsedDocument:
     document title docutils finds (a lone top section), else the first heading."""
     text, encoding = decode_bytes(path.read_bytes())
     if max(map(len, text.splitlines()), default=0) > _LINE_LENGTH_LIMIT:  # docutils would drop every line
-        builder = BlockBuilder()
-        for paragraph in split_paragraphs(clean_text(text)):
-            builder.add(paragraph)
         notes = [*encoding_notes(encoding), f"a line over {_LINE_LENGTH_LIMIT:,} characters: read as plain text"]
-        return make_document(builder, format="rst", parser="text", warnings=notes)
+        return make_document(text_blocks(text), format="rst", parser="text", warnings=notes)
     _register_unknown(text)
     settings = dict(_SETTINGS, warning_stream=io.StringIO())
     doctree = publish_doctree(text, source_path=path.name, settings_overrides=settings)
