@@ -229,11 +229,13 @@ class Settings:
     )
     max_file_bytes: int = 100 * 1024 * 1024
     # Files are parsed in this many worker processes (RAG_PARSE_WORKERS; 0 or unset = one per CPU),
-    # each file killed and quarantined as `timeout` after parse_timeout_s seconds (RAG_PARSE_TIMEOUT_S).
+    # each file killed and quarantined as `timeout` after parse_timeout_s seconds without progress
+    # (RAG_PARSE_TIMEOUT_S; a page read is progress) or parse_max_s in all (RAG_PARSE_MAX_S).
     parse_workers: int = field(
         default_factory=lambda: env_number("RAG_PARSE_WORKERS", 0) or os.cpu_count() or 1
     )
     parse_timeout_s: float = field(default_factory=lambda: env_number("RAG_PARSE_TIMEOUT_S", 120.0, float, minimum=1))
+    parse_max_s: float = field(default_factory=lambda: env_number("RAG_PARSE_MAX_S", 14400.0, float, minimum=1))
     # A parse worker's address space is capped (RAG_PARSE_MEMORY_MB, 0 = no cap): a file that needs
     # more (a PDF stream that inflates to gigabytes) is quarantined as too_large, not OOM-killing the host.
     parse_memory_mb: int = field(default_factory=lambda: env_number("RAG_PARSE_MEMORY_MB", 4096))

@@ -11,7 +11,7 @@ from rag_pipeline.config import Settings
 # count) stay the worker's own; RAG_SHARDS and the chunk sizes are part of the code location and
 # must be the same everywhere (scripts/cluster.sh's cluster.env is read by every process).
 RUN_SETTINGS = ("raw_dir", "ignore_file", "lake_dir", "embedding_model", "model_cache_dir", "embedding_precision", "ocr_min_confidence",
-                "max_deletion_fraction", "allow_mass_deletion", "parse_timeout_s", "golden_file", "eval_tolerance",
+                "max_deletion_fraction", "allow_mass_deletion", "parse_timeout_s", "parse_max_s", "golden_file", "eval_tolerance",
                 "keep_generations", "lock_wait_s")
 
 

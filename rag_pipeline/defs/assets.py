@@ -127,7 +127,8 @@ def parse_documents(
     """Parse the step's shards of the scan; anything unreadable or low-confidence goes to quarantine.
 
     Files missing from the parse cache are parsed in parallel worker processes, each killed
-    after parse_timeout_s (quarantined as `timeout`, never cached, so a later run retries).
+    after parse_timeout_s without progress or parse_max_s in all (quarantined as `timeout`,
+    never cached, so a later run retries).
     """
     settings = rag.settings()
     lake = Lake(settings.lake_dir)
@@ -227,6 +228,7 @@ def _parse_shard(context, lake: Lake, settings, raws, keys: dict, progress, tota
         ocr_lang=settings.ocr_lang,
         max_bytes=settings.max_file_bytes,
         timeout_s=settings.parse_timeout_s,
+        max_s=settings.parse_max_s,
         on_result=lambda _key: progress.advance(),
     )
     fresh = {key: outcome_to_json(o) for key, o in outcomes.items() if not is_transient(o)}

@@ -32,6 +32,7 @@ class RagSettingsResource(dg.ConfigurableResource):
     allow_mass_deletion: bool | None = None
     parse_workers: int | None = None
     parse_timeout_s: float | None = None
+    parse_max_s: float | None = None
     golden_file: str | None = None
     eval_tolerance: float | None = None
     keep_generations: int | None = None

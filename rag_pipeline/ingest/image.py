@@ -10,6 +10,7 @@ from pathlib import Path
 
 from PIL import Image, ImageSequence
 
+from rag_pipeline.ingest import heartbeat
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ink import UNREAD_NOTE_BELOW
@@ -82,6 +83,8 @@ def ocr_frames(
         except OcrTimeout as exc:
             notes.append(f"page {page_no}: OCR timeout ({exc})")
             continue
+        finally:
+            heartbeat.beat()  # a page done: a long scan is progressing, not hung (pool.py)
         words += result.word_count
         conf_sum += result.confidence_sum
         pages.append(

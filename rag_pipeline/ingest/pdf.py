@@ -42,6 +42,7 @@ from pdfminer.pdfpage import PDFPage
 from pdfminer.pdfparser import PDFParser
 from pdfminer.utils import decode_text
 
+from rag_pipeline.ingest import heartbeat
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
 from rag_pipeline.ingest.image import ocr_frames
@@ -401,6 +402,7 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
                     ocr_jobs.append(_OcrJob(len(pages), page_no, width, height, facts.native_dpi, reason))
                 # The text layer stays as the fallback for pages whose OCR finds nothing.
                 pages.append((page_no, _page_text(facts, tables)))
+                heartbeat.beat()  # a page read: a long document is progressing, not hung (pool.py)
             meta_title = _meta_title(doc)
     finally:
         if plumber is not None:

@@ -4,9 +4,8 @@ triage drops what is unreadable paragraph by paragraph and never the document's 
 
 Pictures too small to hold a line of text (icons, bullets, rules) are not read, nor vector
 formats (EMF, WMF, SVG: Pillow cannot draw them), nor more than MAX_PICTURES per document, nor any
-once OCR_BUDGET_S is spent (a photo report of hundreds of pictures would cost minutes, and a file's
-parse is killed after parse_timeout_s, 120 s by default: the document's own text must not be lost
-to its pictures); what is skipped is counted in the warnings.
+once OCR_BUDGET_S is spent (a photo report of hundreds of pictures would cost many minutes for
+pictures that are mostly photos, logos and labels); what is skipped is counted in the warnings.
 """
 
 from __future__ import annotations

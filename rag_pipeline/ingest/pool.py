@@ -1,8 +1,10 @@
 """Parse many files at once, each in a worker process with a hard time limit.
 
 One file must never cost the run: a parser that hangs (a pathological PDF, a tesseract
-that never returns) is killed when it passes ``timeout_s`` and its file is quarantined as
-``timeout``; a worker that dies (segfault in a C library, the kernel's OOM killer) costs
+that never returns) is killed when it goes ``timeout_s`` without progress — a page read, a
+frame OCR'd (heartbeat.py) — or passes ``max_s`` in all, and its file is quarantined as
+``timeout``; a long document that keeps reading pages is not (a 300-page scan takes ~20 minutes
+of OCR). A worker that dies (segfault in a C library, the kernel's OOM killer) costs
 its one file, quarantined as ``corrupt``, and so does a file that changes while it is
 parsed; a file that vanished since the scan is ``unavailable``, a parse out of memory
 ``too_large``. :class:`OcrEngineError` (tesseract or poppler missing) is not a property of a file
@@ -33,13 +35,16 @@ import os
 import resource
 import signal
 from collections.abc import Callable, Mapping
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, CancelledError, wait
 from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures import as_completed
 from pathlib import Path
 
 from pebble import ProcessExpired, ProcessPool
 
 from rag_pipeline.faults import failpoint
+from rag_pipeline.ingest import heartbeat
 from rag_pipeline.ingest.document import ParsedDocument, TransientFailure, UnreadableDocument
 from rag_pipeline.ingest.ocr import OcrEngineError
 
@@ -47,6 +52,7 @@ Outcome = ParsedDocument | UnreadableDocument
 ParseFn = Callable[[Path], ParsedDocument]
 
 _PRELOAD = ["rag_pipeline.ingest.parsers"]
+_WATCH_S = 0.25  # how often the parent looks at running files' last beats
 
 
 __all__ = ["ParsePool", "TransientFailure", "default_workers", "is_transient", "ocr_threads_per_worker", "parse_many"]
@@ -93,8 +99,8 @@ def _stamp(path: Path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _parse_in_worker(path: Path, parse: ParseFn, expected_sha256: str | None = None) -> tuple:
-    """Runs in the worker. Returns a picklable tuple: UnreadableDocument does not survive
+def _parse_in_worker(path: Path, parse: ParseFn, expected_sha256: str | None = None, beats: str | None = None) -> tuple:
+    """Runs in the worker; the parse's beats touch ``beats`` (heartbeat.py). Returns a picklable tuple: UnreadableDocument does not survive
     pickling (its constructor takes two arguments), and a ParsedDocument is plain data.
 
     A file that changed while it was parsed (still being copied in, edited, replaced) gives
@@ -113,7 +119,11 @@ def _parse_in_worker(path: Path, parse: ParseFn, expected_sha256: str | None = N
             now = None
         if now != expected_sha256:
             return ("transient", "unavailable", "the file changed after the scan; the next run parses its new content")
-    message = _parse_message(path, parse)
+    if beats is None:
+        message = _parse_message(path, parse)
+    else:
+        with heartbeat.beating_into(beats):
+            message = _parse_message(path, parse)
     if message[0] != "transient" and _stamp(path) != before:
         return ("changed",)
     return message
@@ -146,12 +156,28 @@ def _from_wire(message: tuple) -> Outcome:
     return UnreadableDocument(message[1], message[2])
 
 
-def _timeout_outcome(timeout_s: float) -> TransientFailure:
+def _stalled_outcome(timeout_s: float) -> TransientFailure:
     return TransientFailure(
         "timeout",
-        f"parsing did not finish within the {timeout_s:g} s limit and was stopped; raise "
+        f"parsing made no progress (no page read) within the {timeout_s:g} s limit and was stopped; raise "
         f"parse_timeout_s (RAG_PARSE_TIMEOUT_S) or split the file, then re-run",
     )
+
+
+def _over_cap_outcome(max_s: float) -> TransientFailure:
+    return TransientFailure(
+        "timeout",
+        f"parsing was still going after the {max_s:g} s cap on one file and was stopped; raise "
+        f"parse_max_s (RAG_PARSE_MAX_S) or split the file, then re-run",
+    )
+
+
+def _stalled(beats: str, timeout_s: float, now: float) -> bool:
+    """Has the file whose beats go to `beats` started and gone `timeout_s` without one?"""
+    try:
+        return now - os.stat(beats).st_mtime > timeout_s
+    except OSError:  # not created yet: still queued
+        return False
 
 
 def _expired_outcome(exc: ProcessExpired) -> TransientFailure:
@@ -216,15 +242,17 @@ class ParsePool:
         ocr_lang: str,
         max_bytes: int,
         timeout_s: float | None = 120.0,
+        max_s: float | None = None,
         parse: ParseFn | None = None,
         expected_sha256: Mapping[str, str] | None = None,
         on_result: Callable[[str], None] | None = None,
     ) -> dict[str, Outcome]:
         """Parse every ``key -> path``; return ``key -> outcome``.
 
-        Each worker parses one file at a time; a file still running after ``timeout_s`` seconds
-        of its own time (queueing does not count) is killed and becomes a ``timeout`` outcome
-        (``None``: no limit). ``parse`` replaces :func:`parse_file` (a test seam; it must be
+        Each worker parses one file at a time; a file that goes ``timeout_s`` seconds of its own
+        time (queueing does not count) without a beat (heartbeat.py: a page or frame done), or
+        runs ``max_s`` in all, is killed and becomes a ``timeout`` outcome (``None``: no such
+        limit). ``parse`` replaces :func:`parse_file` (a test seam; it must be
         picklable, i.e. a module-level function or a partial of one). ``expected_sha256``
         (``key -> the sha256 the scan saw``) makes a worker check the content before parsing: a
         file that changed since gives a transient outcome instead of one cached under the old
@@ -237,23 +265,38 @@ class ParsePool:
 
         if parse is None:
             parse = functools.partial(parse_file, ocr_lang=ocr_lang, max_bytes=max_bytes)
+        cap = max(max_s, timeout_s or 0) if max_s else None
         outcomes: dict[str, Outcome] = {}
         try:
             pool = self._started()
             expected = expected_sha256 or {}
-            futures = {pool.schedule(_parse_in_worker, args=(Path(path), parse, expected.get(key)), timeout=timeout_s): key
-                       for key, path in paths.items()}
-            for future in as_completed(futures):  # in the order they finish: progress moves with the work
-                key = futures[future]
-                try:
-                    outcomes[key] = _from_wire(future.result())
-                except FutureTimeout:
-                    outcomes[key] = _timeout_outcome(timeout_s or 0)
-                except ProcessExpired as exc:
-                    outcomes[key] = _expired_outcome(exc)
-                failpoint("parse")
-                if on_result is not None:
-                    on_result(key)
+            with tempfile.TemporaryDirectory(prefix="rag-parse-beats-") as scratch:
+                futures = {}
+                for n, (key, path) in enumerate(paths.items()):
+                    beats = os.path.join(scratch, str(n))
+                    args = (Path(path), parse, expected.get(key), beats)
+                    futures[pool.schedule(_parse_in_worker, args=args, timeout=cap)] = (key, beats)
+                running = set(futures)
+                while running:  # outcomes in the order they finish: progress moves with the work
+                    done, running = wait(running, timeout=_WATCH_S, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        key = futures[future][0]
+                        try:
+                            outcomes[key] = _from_wire(future.result())
+                        except CancelledError:  # cancelled below: it stalled
+                            outcomes[key] = _stalled_outcome(timeout_s or 0)
+                        except FutureTimeout:
+                            outcomes[key] = _over_cap_outcome(cap or 0)
+                        except ProcessExpired as exc:
+                            outcomes[key] = _expired_outcome(exc)
+                        failpoint("parse")
+                        if on_result is not None:
+                            on_result(key)
+                    if timeout_s:
+                        now = time.time()
+                        for future in running:
+                            if _stalled(futures[future][1], timeout_s, now):
+                                future.cancel()  # pebble stops its worker (and the worker's process group)
         except BaseException:
             self._stop()
             raise

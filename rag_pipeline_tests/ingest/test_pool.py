@@ -8,6 +8,7 @@ module level (workers import them by name).
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rag_pipeline.config import Settings
+from rag_pipeline.ingest import heartbeat
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.parsers import parse_file
@@ -52,6 +54,29 @@ def engine_missing(path: Path) -> ParsedDocument:
     raise OcrEngineError("tesseract executable not found ('tesseract')")
 
 
+def slow_pages(path: Path, *, delay: float, beats: bool) -> ParsedDocument:
+    """The real parser with every page slowed by `delay` s (a long document in miniature); with
+    ``beats=False`` its pages also stop telling the pool they are done (a hung parser)."""
+    real_beat = heartbeat.beat
+
+    def slow_beat() -> None:
+        time.sleep(delay)
+        if beats:
+            real_beat()
+
+    heartbeat.beat = slow_beat  # in the worker process only
+    try:
+        return parse_file(path, ocr_lang=OCR_LANG)
+    finally:
+        heartbeat.beat = real_beat
+
+
+def beat_forever(path: Path) -> ParsedDocument:
+    while True:
+        heartbeat.beat()
+        time.sleep(0.1)
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -82,7 +107,7 @@ def test_a_hung_file_is_killed_at_its_limit_and_the_others_parse(tmp_path):
 
     hung = out["hang.txt"]
     assert isinstance(hung, UnreadableDocument) and hung.reason == "timeout"
-    assert "2 s limit" in hung.detail and "RAG_PARSE_TIMEOUT_S" in hung.detail
+    assert "no progress" in hung.detail and "2 s limit" in hung.detail and "RAG_PARSE_TIMEOUT_S" in hung.detail
     assert is_transient(hung)  # never cached: a later run with a larger limit retries
     for name in ("notes.md", "table.csv", "plain.txt"):
         assert isinstance(out[name], ParsedDocument), (name, out[name])
@@ -94,6 +119,44 @@ def test_a_hung_file_is_killed_at_its_limit_and_the_others_parse(tmp_path):
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(pid), f"child {pid} of the killed worker is still running"
+
+
+def test_a_long_document_that_keeps_reading_pages_is_not_stopped_and_one_that_stops_is(shared_corpus):
+    """A 10-page PDF whose pages each take ~0.5 s runs well past a 1.5 s limit: parsed in full while
+    each page tells the pool it is done, stopped at the limit when the pages stop telling."""
+    pdf = shared_corpus / "pdf" / "demo3.pdf"
+    options = {"ocr_lang": OCR_LANG, "max_bytes": 10**8, "workers": 2, "timeout_s": 1.5}
+    started = time.perf_counter()
+    out = parse_many({"beating": pdf}, parse=functools.partial(slow_pages, delay=0.5, beats=True), **options)
+    took = time.perf_counter() - started
+    assert out["beating"] == parse_file(pdf, ocr_lang=OCR_LANG) and out["beating"].page_count == 10
+    assert took > 5, took  # ten slowed pages: the parse ran more than three limits long
+    silent = parse_many({"silent": pdf}, parse=functools.partial(slow_pages, delay=0.5, beats=False), **options)["silent"]
+    assert isinstance(silent, UnreadableDocument) and silent.reason == "timeout" and "no progress" in silent.detail
+
+
+def test_a_file_that_keeps_beating_is_stopped_at_the_cap_on_its_whole_time(tmp_path):
+    paths = _small_files(tmp_path)
+    (tmp_path / "endless.txt").write_text("beats forever\n", encoding="utf-8")
+    started = time.perf_counter()
+    out = parse_many({"endless": tmp_path / "endless.txt"}, ocr_lang=OCR_LANG, max_bytes=10**8, workers=1,
+                     timeout_s=1, max_s=3, parse=beat_forever)
+    assert time.perf_counter() - started < 20
+    endless = out["endless"]
+    assert isinstance(endless, UnreadableDocument) and endless.reason == "timeout" and is_transient(endless)
+    assert "3 s cap" in endless.detail and "RAG_PARSE_MAX_S" in endless.detail
+    assert parse_many(paths, ocr_lang=OCR_LANG, max_bytes=10**8, workers=1, timeout_s=1, max_s=3) == {
+        name: parse_file(path) for name, path in paths.items()}
+
+
+def test_pages_and_ocr_frames_beat_once_each(shared_corpus, monkeypatch):
+    beats = []
+    monkeypatch.setattr(heartbeat, "beat", lambda: beats.append(1))
+    pdf = parse_file(shared_corpus / "pdf" / "demo3.pdf", ocr_lang=OCR_LANG)
+    assert len(beats) == pdf.page_count == 10
+    beats.clear()
+    scan = parse_file(SAMPLE / "scans" / "expense_policy_scan.png", ocr_lang=OCR_LANG)
+    assert scan.ocr_used and len(beats) == len(scan.ocr_pages) == 1
 
 
 def test_a_dead_worker_costs_one_file(tmp_path):
@@ -149,7 +212,6 @@ def test_ocr_threads_never_oversubscribe():
     assert parse_many({}, ocr_lang=OCR_LANG, max_bytes=1, workers=2, timeout_s=1) == {}
 
 
-@pytest.mark.skipif(not (SAMPLE / "scans").is_dir(), reason="data/sample not present")
 def _forkservers() -> set[int]:
     children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
     return {int(pid) for pid in children if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()}

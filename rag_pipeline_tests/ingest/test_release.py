@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
 from rag_pipeline.ingest.release import release, sidecar_path, unrelease
 from rag_pipeline.ingest.scan import scan_raw_folder
@@ -140,15 +139,10 @@ def test_a_low_confidence_scan_released_by_the_operator_is_indexed_next_run(tmp_
 
 @needs_sample
 @pytest.mark.slow
-def test_a_file_over_the_time_limit_is_quarantined_and_retried_next_run(tmp_path, monkeypatch):
+def test_a_file_over_the_time_limit_is_quarantined_and_retried_next_run(tmp_path):
     raw, lake = _small_corpus(tmp_path), tmp_path / "lake"
     # OCR of the scan takes seconds; the markdown file milliseconds.
-    if "parse_timeout_s" in RagSettingsResource.model_fields:
-        first = run_index(raw, lake, parse_timeout_s=0.3)
-    else:
-        monkeypatch.setenv("RAG_PARSE_TIMEOUT_S", "0.3")
-        first = run_index(raw, lake)
-        monkeypatch.delenv("RAG_PARSE_TIMEOUT_S")
+    first = run_index(raw, lake, parse_timeout_s=0.3)  # no page read within it
     assert first["success"], first
     assert first["quarantine"]["by_reason"] == {"timeout": 1}
     reason, detail = _quarantine(lake)[SCAN]

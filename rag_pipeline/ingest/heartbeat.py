@@ -1,0 +1,40 @@
+"""A parse's sign of life: parsers call :func:`beat` as each page (or OCR'd frame) is done.
+
+A fixed time limit per file cannot tell a hung parser from a long document: at ~4 s of OCR a
+page, every scanned PDF over ~30 pages passed the 120 s limit and was quarantined ``timeout``
+on every run. The parse pool (pool.py) instead stops a file that goes its limit *without a
+beat*, under a much larger cap on its whole time. In a worker, the pool names a file that each
+beat touches (its mtime is the last beat, read by the parent); anywhere else :func:`beat` does
+nothing. Safe from OCR threads: a beat is one ``utime``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+_path: str | None = None
+
+
+def beat() -> None:
+    """Record progress of the parse under way (no-op outside a pool worker)."""
+    if _path is not None:
+        try:
+            os.utime(_path)
+        except OSError:  # the pool gave the file up (its scratch folder removed): nothing to tell
+            pass
+
+
+@contextmanager
+def beating_into(path: str) -> Iterator[None]:
+    """Beats of the block touch `path`; it is created now, so the parent's clock starts here
+    (time spent queued does not count)."""
+    global _path
+    with open(path, "w"):
+        pass
+    _path = path
+    try:
+        yield
+    finally:
+        _path = None
