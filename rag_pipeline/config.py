@@ -227,7 +227,8 @@ class Settings:
     ocr_min_confidence: float = field(
         default_factory=lambda: env_number("RAG_OCR_MIN_CONFIDENCE", 60.0, float)
     )
-    max_file_bytes: int = 100 * 1024 * 1024
+    # Larger files are quarantined too_large without being read (RAG_MAX_FILE_MB; not cached).
+    max_file_bytes: int = field(default_factory=lambda: env_number("RAG_MAX_FILE_MB", 100, minimum=1) << 20)
     # Files are parsed in this many worker processes (RAG_PARSE_WORKERS; 0 or unset = one per CPU),
     # each file killed and quarantined as `timeout` after parse_timeout_s seconds without progress
     # (RAG_PARSE_TIMEOUT_S; a page read is progress) or parse_max_s in all (RAG_PARSE_MAX_S).

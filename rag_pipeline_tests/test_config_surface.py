@@ -130,8 +130,10 @@ def test_numeric_settings_name_the_variable_when_a_value_is_wrong(monkeypatch):
         config.Settings()
     monkeypatch.setenv("RAG_EMBED_BATCH_SIZE", " ")  # blank: the default
     monkeypatch.setenv("RAG_PARSE_MEMORY_MB", "0")  # 0 means no cap (README), not the default
+    monkeypatch.setenv("RAG_MAX_FILE_MB", "250")
     settings = config.Settings()
     assert (settings.parse_timeout_s, settings.embed_batch_size, settings.parse_memory_mb) == (30.0, 32, 0)
+    assert (settings.max_file_bytes, settings.parse_max_s) == (250 << 20, 14400.0)
     monkeypatch.setenv("RAG_KEEP_GENERATIONS", "0")  # rollback needs one: refused here, not by housekeeping
     with pytest.raises(ValueError, match="RAG_KEEP_GENERATIONS must be a whole number of at least 1"):
         config.Settings()

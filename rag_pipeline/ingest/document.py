@@ -76,6 +76,7 @@ class UnreadableDocument(Exception):
 
 class TransientFailure(UnreadableDocument):
     """A quarantine that says nothing about the file's bytes: the file vanished or changed
-    around its parse, the parse ran out of time or memory, or its worker died. The file is
+    around its parse, the parse ran out of time or memory, its worker died, or it is over the
+    size limit (which an operator may raise). The file is
     quarantined for this run only and the outcome is never cached, so the next run (or the
     identical file restored) is parsed again."""

@@ -160,9 +160,10 @@ def _check_unpacked_size(path: pathlib.Path, limit: int) -> None:
     Python's zipfile never returns more bytes than a member declares."""
     with zipfile.ZipFile(path) as zf:
         unpacked = sum(info.file_size for info in zf.infolist())
-    if unpacked > limit:
-        raise UnreadableDocument(
-            "too_large", f"the package unpacks to {unpacked} bytes, over the {limit}-byte limit (zip bomb?)"
+    if unpacked > limit:  # not cached: the limit follows RAG_MAX_FILE_MB, which may be raised
+        raise TransientFailure(
+            "too_large", f"the package unpacks to {unpacked} bytes, over the {limit}-byte limit "
+            f"(a zip bomb? else raise RAG_MAX_FILE_MB; the next run looks again)"
         )
 
 
@@ -259,8 +260,9 @@ def parse_file(
         if ext not in SUPPORTED_EXTENSIONS:
             raise UnreadableDocument("unsupported_format", f"extension {ext or '(none)'!r} is not supported")
         size = st.st_size
-        if size > max_bytes:
-            raise UnreadableDocument("too_large", f"{size} bytes exceeds the {max_bytes}-byte limit")
+        if size > max_bytes:  # not cached: a run with a raised limit parses it
+            raise TransientFailure("too_large", f"{size} bytes exceeds the {max_bytes}-byte limit; raise "
+                                   f"RAG_MAX_FILE_MB to index it (the next run looks again)")
         if size == 0:
             raise UnreadableDocument("no_text", "empty file (0 bytes)")
         with open(path, "rb") as fh:

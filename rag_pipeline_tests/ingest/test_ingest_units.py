@@ -89,7 +89,10 @@ def test_dispatch_error_reasons(tmp_path):
     assert _reason(tmp_path / "a.exe") == "unsupported_format"
     big = tmp_path / "big.txt"
     big.write_text("x" * 100)
-    assert _reason(big, max_bytes=10) == "too_large"
+    with pytest.raises(TransientFailure) as over:  # never cached: a raised limit reads it next run
+        parse_file(big, max_bytes=10)
+    assert over.value.reason == "too_large" and "RAG_MAX_FILE_MB" in over.value.detail
+    assert parse_file(big, max_bytes=100).text == "x" * 100
     (tmp_path / "fake.docx").write_text("not a zip")
     assert _reason(tmp_path / "fake.docx") == "corrupt"
     (tmp_path / "fake.pdf").write_text("hello")
