@@ -10,10 +10,12 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from rag_pipeline.ingest import heartbeat
 from rag_pipeline.ingest.document import BlockKind, ParsedDocument, TextBlock, UnreadableDocument
 from rag_pipeline.ingest.language import detect_language
 from rag_pipeline.ingest.textutil import clean_text, squash
 
+BEAT_EVERY = 1000  # blocks: a huge sheet or text file's progress, for the parse pool's stall limit
 _NUMERIC = re.compile(r"^[\s$€£¥%+\-.,()0-9]*[0-9][\s$€£¥%+\-.,()0-9]*$")
 
 
@@ -58,6 +60,8 @@ class BlockBuilder:
         text = clean_text(text)
         if text:
             self.blocks.append(TextBlock(text, kind, self.heading_path, page, sheet, ocr_confidence))
+            if len(self.blocks) % BEAT_EVERY == 0:
+                heartbeat.beat()
 
     def add_table(
         self,

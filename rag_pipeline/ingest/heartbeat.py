@@ -1,4 +1,5 @@
-"""A parse's sign of life: parsers call :func:`beat` as each page (or OCR'd frame) is done.
+"""A parse's sign of life: :func:`beat` is called as each PDF page, each OCR'd frame and each
+thousandth block is done.
 
 A fixed time limit per file cannot tell a hung parser from a long document: at ~4 s of OCR a
 page, every scanned PDF over ~30 pages passed the 120 s limit and was quarantined ``timeout``

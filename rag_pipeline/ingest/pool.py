@@ -2,9 +2,9 @@
 
 One file must never cost the run: a parser that hangs (a pathological PDF, a tesseract
 that never returns) is killed when it goes ``timeout_s`` without progress — a page read, a
-frame OCR'd (heartbeat.py) — or passes ``max_s`` in all, and its file is quarantined as
-``timeout``; a long document that keeps reading pages is not (a 300-page scan takes ~20 minutes
-of OCR). A worker that dies (segfault in a C library, the kernel's OOM killer) costs
+frame OCR'd, a thousand blocks built (heartbeat.py) — or passes ``max_s`` in all, and its file
+is quarantined as ``timeout``; a long document that keeps reading pages is not (a 300-page scan
+takes ~15 minutes of OCR on one core). A worker that dies (segfault in a C library, the kernel's OOM killer) costs
 its one file, quarantined as ``corrupt``, and so does a file that changes while it is
 parsed; a file that vanished since the scan is ``unavailable``, a parse out of memory
 ``too_large``. :class:`OcrEngineError` (tesseract or poppler missing) is not a property of a file

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import random
+import re
 import shutil
+import string
 import zipfile
 
 import pytest
@@ -13,6 +16,7 @@ from rag_pipeline.ingest.document import TransientFailure, UnreadableDocument
 from rag_pipeline.ingest.encoding import decode_bytes
 from rag_pipeline.ingest.language import detect_language, is_cjk, is_han
 from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
+from rag_pipeline.ingest import textutil
 from rag_pipeline.ingest.textutil import fix_mojibake, join_lines, remove_cjk_spaces
 
 ZH = "我与父亲不相见已二年余了，我最不能忘记的是他的背影。那年冬天，祖母死了，父亲的差使也交卸了，正是祸不单行的日子。"
@@ -201,3 +205,14 @@ def test_fold_sheet_regions():
         ("table_row", "Code: E-1; Meaning: jam"),
         ("paragraph", "Owner Since"),
     ]
+
+
+def test_squash_of_plain_ascii_takes_a_short_cut_to_the_same_result():
+    """Table cells are mostly printable ASCII: their short cut must equal the full clean-up."""
+    rng = random.Random(7)
+    alphabet = string.printable[:95] + "\t\n\r\x0b\x0c\x00"  # printable ASCII, then what is not
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        full = re.sub(r"\s+", " ", textutil._CJK_LINEBREAK.sub("", textutil.clean_text(text))).strip()
+        assert textutil.squash(text) == full, repr(text)
+    assert textutil.squash("  Total\u00a0amount  ") == "Total amount"  # not ASCII: the full path

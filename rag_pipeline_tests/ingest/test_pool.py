@@ -19,6 +19,7 @@ import pytest
 
 from rag_pipeline.config import Settings
 from rag_pipeline.ingest import heartbeat
+from rag_pipeline.ingest.blocks import BEAT_EVERY
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.ocr import OcrEngineError
 from rag_pipeline.ingest.parsers import parse_file
@@ -149,7 +150,7 @@ def test_a_file_that_keeps_beating_is_stopped_at_the_cap_on_its_whole_time(tmp_p
         name: parse_file(path) for name, path in paths.items()}
 
 
-def test_pages_and_ocr_frames_beat_once_each(shared_corpus, monkeypatch):
+def test_pages_ocr_frames_and_every_thousand_blocks_beat(shared_corpus, monkeypatch, tmp_path):
     beats = []
     monkeypatch.setattr(heartbeat, "beat", lambda: beats.append(1))
     pdf = parse_file(shared_corpus / "pdf" / "demo3.pdf", ocr_lang=OCR_LANG)
@@ -157,6 +158,10 @@ def test_pages_and_ocr_frames_beat_once_each(shared_corpus, monkeypatch):
     beats.clear()
     scan = parse_file(SAMPLE / "scans" / "expense_policy_scan.png", ocr_lang=OCR_LANG)
     assert scan.ocr_used and len(beats) == len(scan.ocr_pages) == 1
+    beats.clear()
+    sheet = tmp_path / "ledger.csv"
+    sheet.write_text("id,amount\n" + "".join(f"{i},{i * 7}\n" for i in range(2500)), encoding="utf-8")
+    assert len(parse_file(sheet).blocks) == 2500 and len(beats) == 2500 // BEAT_EVERY == 2
 
 
 def test_a_dead_worker_costs_one_file(tmp_path):
