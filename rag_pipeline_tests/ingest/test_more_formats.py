@@ -756,8 +756,10 @@ def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
     line of text, a vector picture and any beyond the per-document limit are skipped and counted."""
     import io
 
-    from rag_pipeline.ingest import pictures
+    from rag_pipeline.ingest import heartbeat, pictures
 
+    beats = []
+    monkeypatch.setattr(heartbeat, "beat", lambda: beats.append(1))  # each picture read is progress (pool.py)
     scan = SAFETY_SCAN.read_bytes()
     icon, other = io.BytesIO(), io.BytesIO()
     Image.new("RGB", (16, 16), "white").save(icon, "PNG")
@@ -768,7 +770,7 @@ def test_pictures_not_worth_reading_are_counted_not_read(monkeypatch):
     for blob in (icon.getvalue(), b'<svg xmlns="http://www.w3.org/2000/svg"/>', other.getvalue()):
         assert reader.paragraphs(blob) == []
     meta = reader.metadata()
-    assert meta["ocr_used"] and meta["ocr_confidence"] > 60
+    assert meta["ocr_used"] and meta["ocr_confidence"] > 60 and len(beats) == 1
     assert meta["warnings"] == [
         "1 embedded picture(s) OCR'd", "1 embedded picture(s) not OCR'd: too small to hold text",
         "1 embedded picture(s) not OCR'd: not a raster image", "1 embedded picture(s) not OCR'd: over the 1-picture limit",
