@@ -32,12 +32,13 @@ import functools
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import queue
 import resource
 import signal
-from collections.abc import Callable, Mapping
 import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, CancelledError, wait
+from collections.abc import Callable, Mapping
+from concurrent.futures import CancelledError
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
@@ -172,12 +173,18 @@ def _over_cap_outcome(max_s: float) -> TransientFailure:
     )
 
 
-def _stalled(beats: str, timeout_s: float, now: float) -> bool:
-    """Has the file whose beats go to `beats` started and gone `timeout_s` without one?"""
-    try:
-        return now - os.stat(beats).st_mtime > timeout_s
-    except OSError:  # not created yet: still queued
-        return False
+def _cancel_stalled(futures: Mapping, timeout_s: float) -> None:
+    """Cancel each running parse (future -> (key, its heartbeat file)) whose last beat is over
+    `timeout_s` old; pebble then stops its worker and the worker's process group."""
+    now = time.time()
+    for future, (_, beats) in futures.items():
+        if future.running():  # started (queued ones have no clock) and not done
+            try:
+                stalled = now - os.stat(beats).st_mtime > timeout_s
+            except OSError:  # the worker has not created it yet
+                stalled = False
+            if stalled:
+                future.cancel()
 
 
 def _expired_outcome(exc: ProcessExpired) -> TransientFailure:
@@ -276,27 +283,32 @@ class ParsePool:
                     beats = os.path.join(scratch, str(n))
                     args = (Path(path), parse, expected.get(key), beats)
                     futures[pool.schedule(_parse_in_worker, args=args, timeout=cap)] = (key, beats)
-                running = set(futures)
-                while running:  # outcomes in the order they finish: progress moves with the work
-                    done, running = wait(running, timeout=_WATCH_S, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        key = futures[future][0]
+                finished: queue.SimpleQueue = queue.SimpleQueue()
+                for future in futures:  # outcomes in the order they finish: progress moves with the work
+                    future.add_done_callback(finished.put)
+                watched = time.monotonic()
+                for _ in range(len(futures)):
+                    future = None
+                    while future is None:
                         try:
-                            outcomes[key] = _from_wire(future.result())
-                        except CancelledError:  # cancelled below: it stalled
-                            outcomes[key] = _stalled_outcome(timeout_s or 0)
-                        except FutureTimeout:
-                            outcomes[key] = _over_cap_outcome(cap or 0)
-                        except ProcessExpired as exc:
-                            outcomes[key] = _expired_outcome(exc)
-                        failpoint("parse")
-                        if on_result is not None:
-                            on_result(key)
-                    if timeout_s:
-                        now = time.time()
-                        for future in running:
-                            if _stalled(futures[future][1], timeout_s, now):
-                                future.cancel()  # pebble stops its worker (and the worker's process group)
+                            future = finished.get(timeout=_WATCH_S)
+                        except queue.Empty:
+                            pass
+                        if timeout_s and time.monotonic() - watched >= _WATCH_S:
+                            watched = time.monotonic()
+                            _cancel_stalled(futures, timeout_s)
+                    key = futures[future][0]
+                    try:
+                        outcomes[key] = _from_wire(future.result())
+                    except CancelledError:  # cancelled by _cancel_stalled
+                        outcomes[key] = _stalled_outcome(timeout_s or 0)
+                    except FutureTimeout:
+                        outcomes[key] = _over_cap_outcome(cap or 0)
+                    except ProcessExpired as exc:
+                        outcomes[key] = _expired_outcome(exc)
+                    failpoint("parse")
+                    if on_result is not None:
+                        on_result(key)
         except BaseException:
             self._stop()
             raise
