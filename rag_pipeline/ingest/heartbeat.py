@@ -1,8 +1,8 @@
 """A parse's sign of life: :func:`beat` is called as each PDF page, each OCR'd frame and each
 thousandth block is done.
 
-A fixed time limit per file cannot tell a hung parser from a long document: at ~4 s of OCR a
-page, every scanned PDF over ~30 pages passed the 120 s limit and was quarantined ``timeout``
+A fixed time limit per file cannot tell a hung parser from a long document: at ~2.7 s of OCR a
+page, every scanned PDF over ~45 pages passed the 120 s limit and was quarantined ``timeout``
 on every run. The parse pool (pool.py) instead stops a file that goes its limit *without a
 beat*, under a much larger cap on its whole time. In a worker, the pool names a file that each
 beat touches (its mtime is the last beat, read by the parent); anywhere else :func:`beat` does

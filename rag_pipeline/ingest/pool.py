@@ -4,9 +4,9 @@ One file must never cost the run: a parser that hangs (a pathological PDF, a tes
 that never returns) is killed when it goes ``timeout_s`` without progress — a page read, a
 frame OCR'd, a thousand blocks built (heartbeat.py) — or passes ``max_s`` in all, and its file
 is quarantined as ``timeout``; a long document that keeps reading pages is not (a 300-page scan
-takes ~15 minutes of OCR on one core). A worker that dies (segfault in a C library, the kernel's OOM killer) costs
-its one file, quarantined as ``corrupt``, and so does a file that changes while it is
-parsed; a file that vanished since the scan is ``unavailable``, a parse out of memory
+takes ~15 minutes of OCR on one core). A worker that dies (segfault in a C library, the kernel's
+OOM killer) costs its one file, quarantined as ``corrupt``, and so does a file that changes while
+it is parsed; a file that vanished since the scan is ``unavailable``, a parse out of memory
 ``too_large``. :class:`OcrEngineError` (tesseract or poppler missing) is not a property of a file
 and still fails the run.
 
@@ -100,9 +100,15 @@ def _stamp(path: Path) -> tuple | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _parse_in_worker(path: Path, parse: ParseFn, expected_sha256: str | None = None, beats: str | None = None) -> tuple:
-    """Runs in the worker; the parse's beats touch ``beats`` (heartbeat.py). Returns a picklable tuple: UnreadableDocument does not survive
-    pickling (its constructor takes two arguments), and a ParsedDocument is plain data.
+def _parse_in_worker(path: Path, parse: ParseFn, expected_sha256: str | None, beats: str) -> tuple:
+    """Runs in the worker; its beats (the clock starting now) touch the file ``beats`` (heartbeat.py)."""
+    with heartbeat.beating_into(beats):
+        return _parse_checked(path, parse, expected_sha256)
+
+
+def _parse_checked(path: Path, parse: ParseFn, expected_sha256: str | None) -> tuple:
+    """Returns a picklable tuple: UnreadableDocument does not survive pickling (its constructor
+    takes two arguments), and a ParsedDocument is plain data.
 
     A file that changed while it was parsed (still being copied in, edited, replaced) gives
     an outcome of no particular version of it: that is reported instead, never cached. So is
@@ -120,11 +126,7 @@ def _parse_in_worker(path: Path, parse: ParseFn, expected_sha256: str | None = N
             now = None
         if now != expected_sha256:
             return ("transient", "unavailable", "the file changed after the scan; the next run parses its new content")
-    if beats is None:
-        message = _parse_message(path, parse)
-    else:
-        with heartbeat.beating_into(beats):
-            message = _parse_message(path, parse)
+    message = _parse_message(path, parse)
     if message[0] != "transient" and _stamp(path) != before:
         return ("changed",)
     return message
