@@ -48,6 +48,7 @@ _ADDRESS_HEADERS = ("From", "To", "Cc")
 # the default 120 s parse limit: a message's own text must never be lost to a scan it carries.
 ATTACHMENT_BUDGET_S = 45.0
 _reading_attachments = False  # an attachment's own attachments are named, not read
+_PGP_ARMOR = re.compile(r"-----BEGIN PGP MESSAGE-----.*?(-----END PGP MESSAGE-----|\Z)", re.S)
 # A line break inside a Chinese sentence (the line ends in a character or a comma, not a
 # full stop) is a hard wrap. unstructured joins wrapped lines only between words it can
 # count, so Chinese wraps are joined before it splits paragraphs.
@@ -209,7 +210,8 @@ def parse_email(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     and in ``warnings``.
 
     Quarantine: ``no_text`` for an empty file or a message without body text or
-    attachments; ``corrupt`` for binary data or text that opens with no mail header.
+    attachments; ``corrupt`` for binary data or text that opens with no mail header;
+    ``encrypted`` for a PGP or S/MIME-encrypted message.
     """
     data = path.read_bytes().lstrip(b"\r\n")
     if not data.strip():
@@ -273,15 +275,41 @@ def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[st
     return unread, notes
 
 
+def _encryption(msg: EmailMessage, body: Message | None) -> str | None:
+    """What hides the message's text, if it is encrypted: PGP/MIME, S/MIME, or a PGP block that
+    is the whole plain-text body. Indexed, such a message was its addresses and ciphertext."""
+    ctype = msg.get_content_type()
+    if ctype == "multipart/encrypted":
+        return f"PGP/MIME-encrypted message (protocol {msg.get_param('protocol') or 'unknown'})"
+    if ctype in ("application/pkcs7-mime", "application/x-pkcs7-mime") and str(
+        msg.get_param("smime-type") or "enveloped-data"
+    ).lower() not in ("signed-data", "certs-only"):
+        return "S/MIME-encrypted message"
+    if body is not None and body.get_content_type() == "text/plain":
+        try:
+            text = body.get_content()
+        except (LookupError, ValueError):  # an unknown charset: the body is judged as read below
+            return None
+        if "-----BEGIN PGP MESSAGE-----" in text and len(_PGP_ARMOR.sub("", text).strip()) < 20:
+            return "its body is an inline PGP message"
+    return None
+
+
 def read_message(msg: EmailMessage, data: bytes, *, format: str, parser: str, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """A parsed message (`data`: its bytes) as blocks: see :func:`parse_email`; an Outlook
-    .msg comes here as the RFC 822 message it was turned into (ingest.outlook)."""
+    .msg comes here as the RFC 822 message it was turned into (ingest.outlook). An encrypted
+    message is quarantined ``encrypted``, as an encrypted PDF or Office file is."""
     warnings: list[str] = []
     note = _repair_body_charset(msg)
     if note:
         warnings.append(note)
         data = msg.as_bytes()
     body = msg.get_body(preferencelist=("plain", "html"))
+    encryption = _encryption(msg, body)
+    if encryption:
+        raise UnreadableDocument(
+            "encrypted", f"{encryption}: only its headers are readable; decrypt it into the raw folder to index it"
+        )
     elements = _partition_email()(
         file=io.BytesIO(data), content_source="text/plain", process_attachments=False,
         languages=[""],  # no langdetect pass: the language is judged below, like every format's

@@ -31,12 +31,13 @@ PARSE_CACHE_VERSION = 7
 # paragraphs read after its anchor (lost in .docx, .doc and RTF, run into the anchor in Word 2003
 # XML), a footnote's or endnote's text in brackets where cited (was dropped). Pictures — .docx,
 # .pptx and .xlsx families, .odt, .odp 1: OCR'd. WPS Office's .wps/.wpt, .et/.ett, .dps/.dpt and
-# Outlook's .msg — 1: read (a cached outcome says "not supported").
+# Outlook's .msg — 1: read (a cached outcome says "not supported"). Encrypted mail — .eml 2,
+# .msg 3: quarantined ``encrypted`` (was indexed as its addresses and ciphertext).
 EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
     **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 2),
-    ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 4, ".ppt": 1, ".xml": 4, ".rtf": 1, ".xls": 2, ".msg": 2, ".eml": 1,
+    ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 4, ".ppt": 1, ".xml": 4, ".rtf": 1, ".xls": 2, ".msg": 3, ".eml": 2,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 2),
     **dict.fromkeys((".rst", ".rest", ".org", ".heic", ".heif", ".json", ".jsonl", ".ndjson"), 1),  # were unsupported_format: that cached outcome must not stand
 }

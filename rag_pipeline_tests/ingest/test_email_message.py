@@ -174,6 +174,44 @@ def test_empty_and_garbled_messages_are_quarantined(tmp_path):
     assert exc.value.reason == "corrupt" and "not an e-mail" in exc.value.detail
 
 
+def test_encrypted_messages_are_quarantined_encrypted_and_signed_ones_read(tmp_path):
+    """PGP/MIME (unstructured's real `fake-encrypted.eml`), S/MIME and an inline PGP body hide the
+    text: quarantined `encrypted`, as an encrypted PDF is, not indexed as addresses and ciphertext.
+    A signed message's text is in the clear: read, and a body that only quotes a PGP block too."""
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_file(FILES / "fake-encrypted.eml")
+    assert exc.value.reason == "encrypted" and "PGP/MIME" in exc.value.detail
+
+    smime = EmailMessage()
+    smime["From"], smime["Subject"] = "hr@example.com", "Salary review"
+    smime.set_content(b"0\x82\x05\x10\x06\t*\x86H\x86\xf7\r\x01\x07\x03", maintype="application",
+                      subtype="pkcs7-mime", params={"smime-type": "enveloped-data", "name": "smime.p7m"})
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_file(_write(tmp_path / "smime.eml", smime))
+    assert exc.value.reason == "encrypted" and "S/MIME" in exc.value.detail
+
+    armor = "-----BEGIN PGP MESSAGE-----\n\nhIwDY32hYGCE8MkBA/wOu7d45aUxF4Q0RKJprD3v5Z9K1Yc\n=zzaA\n-----END PGP MESSAGE-----\n"
+    inline = EmailMessage()
+    inline["From"], inline["Subject"] = "a@example.com", "Board minutes"
+    inline.set_content(armor)
+    with pytest.raises(UnreadableDocument) as exc:
+        parse_file(_write(tmp_path / "inline.eml", inline))
+    assert exc.value.reason == "encrypted" and "inline PGP" in exc.value.detail
+
+    quoting = EmailMessage()
+    quoting["From"], quoting["Subject"] = "it@example.com", "How to send encrypted mail"
+    quoting.set_content("Encrypted mail looks like the block below; your client decrypts it for you.\n\n" + armor)
+    assert "your client decrypts it" in parse_file(_write(tmp_path / "quoting.eml", quoting)).text
+
+    signed = tmp_path / "signed.eml"
+    signed.write_text(
+        "From: a@example.com\nSubject: Signed notice\nMIME-Version: 1.0\nContent-Type: multipart/signed; "
+        'protocol="application/pgp-signature"; micalg=pgp-sha256; boundary="b"\n\n--b\nContent-Type: text/plain\n\n'
+        "The office closes at noon on Friday.\n\n--b\nContent-Type: application/pgp-signature\n\n"
+        "-----BEGIN PGP SIGNATURE-----\nabc\n-----END PGP SIGNATURE-----\n\n--b--\n", encoding="utf-8")
+    assert "The office closes at noon on Friday." in parse_file(signed).text
+
+
 def test_attachment_only_message_is_kept_with_a_warning(tmp_path):
     msg = EmailMessage()
     msg["From"] = "scanner@example.com"
