@@ -10,6 +10,7 @@ from rag_pipeline.cluster.executors import index_executor
 from rag_pipeline.defs.memory import release_memory_after_step
 from rag_pipeline.defs.resources import RagSettingsResource
 from rag_pipeline.defs.shards import SHARDS, all_shards_tags
+from rag_pipeline.ingest.ignore import churn_only
 
 # The query-log summary reads what `rag serve` logged; it is no part of indexing (defs.querylog).
 QUERY_LOG_ASSETS = dg.AssetSelection.groups("serving")
@@ -68,7 +69,9 @@ daily_query_log_schedule = dg.ScheduleDefinition(
 
 def folder_signature(raw_dir: str, ignore_file: str | None = None) -> str:
     """Cheap change detector: paths, sizes and mtimes of every entry under the folder (its
-    .ragignore included), and of the ignore rules kept outside it (RAG_IGNORE_FILE).
+    .ragignore included), and of the ignore rules kept outside it (RAG_IGNORE_FILE). What the scan
+    never reads does not count: hidden folders and files, Office's lock files (ingest.ignore's
+    churn_only) — opening a document in a shared folder is no reason for a run.
 
     lstat, not stat: a dangling or looping link is an entry too (the scan quarantines it), and
     must not fail every sensor tick; names that are not valid UTF-8 are hashed byte for byte.
@@ -78,8 +81,10 @@ def folder_signature(raw_dir: str, ignore_file: str | None = None) -> str:
         st = os.lstat(ignore_file)
         digest.update(f"{ignore_file}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
     for root, dirs, files in os.walk(raw_dir):
-        dirs.sort()
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # the scan never enters them (.git)
         for name in sorted(files):
+            if churn_only(name):
+                continue
             path = os.path.join(root, name)
             st = os.lstat(path)
             digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))

@@ -25,6 +25,15 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 IGNORE_FILE = ".ragignore"
+# Office's owner file beside a document someone has open (~$budget.xlsx, 162 bytes naming who):
+# no document, and gone once the document is closed. Counted as ignored, never quarantined.
+OFFICE_LOCK_PREFIX = "~$"
+
+
+def churn_only(name: str) -> bool:
+    """A name whose coming and going is no change to the documents: hidden files (an editor's
+    swap file, .DS_Store; the folder's own .ragignore excepted) and Office's lock files."""
+    return (name.startswith(".") and name != IGNORE_FILE) or name.startswith(OFFICE_LOCK_PREFIX)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag_pipeline.ingest.ignore import IgnoreRules
+from rag_pipeline.ingest.ignore import OFFICE_LOCK_PREFIX, IgnoreRules
 from rag_pipeline.ingest.textutil import display_name
 
 SIDECAR_SUFFIX = ".meta.json"
@@ -251,8 +251,8 @@ def raw_folder_files(
     raw_dir: Path, ignored: list[str] | None = None, ignore_file: Path | None = None
 ) -> Iterator[tuple[Path, str]]:
     """(path, path relative to raw_dir) of every file under raw_dir except sidecars, hidden files
-    and what the folder's `.ragignore` and `ignore_file` exclude (ingest.ignore; each appended to
-    `ignored`, a folder as `name/`), sorted by path. Symbolic links (to files or directories) and other
+    and what the folder's `.ragignore` and `ignore_file` exclude (ingest.ignore) or Office's lock
+    files (each of these appended to `ignored`, a folder as `name/`), sorted by path. Symbolic links (to files or directories) and other
     non-regular files are listed but never followed or opened, so they are quarantined instead
     of silently disappearing."""
     if not raw_dir.is_dir():
@@ -277,7 +277,7 @@ def raw_folder_files(
         for name in sorted(files + linked_dirs):
             if name.startswith(".") or name.endswith(SIDECAR_SUFFIX):
                 continue
-            if rules.rules and rules.ignores(prefix + name):
+            if name.startswith(OFFICE_LOCK_PREFIX) or (rules.rules and rules.ignores(prefix + name)):
                 if ignored is not None:
                     ignored.append(prefix + name)
                 continue

@@ -46,6 +46,37 @@ def test_the_listing_skips_what_the_folder_ignores_and_says_what(tmp_path):
     assert ignored == ["drafts/", "manifest.tsv"]  # the folder once, never entered
 
 
+def test_office_lock_files_are_counted_as_ignored_not_quarantined(tmp_path):
+    """Word writes ~$<name> (162 bytes: who has it open) beside a document while it is open; as a
+    .docx it would be quarantined corrupt on every night someone works late."""
+    raw = tmp_path / "raw"
+    (raw / "finance").mkdir(parents=True)
+    (raw / "finance" / "budget.docx").write_bytes(b"PK\x03\x04 stands in for the document")
+    (raw / "finance" / "~$budget.docx").write_bytes(b"\x05alice" + b"\x00" * 156)
+    ignored: list[str] = []
+    assert [relative for _, relative in raw_folder_files(raw, ignored)] == ["finance/budget.docx"]
+    assert ignored == ["finance/~$budget.docx"]
+
+
+def test_the_sensor_wakes_for_documents_and_rules_not_for_lock_files_or_hidden_churn(tmp_path):
+    from rag_pipeline.defs.automation import folder_signature
+
+    raw = tmp_path / "raw"
+    (raw / "finance").mkdir(parents=True)
+    (raw / "finance" / "budget.md").write_text("# Budget\n", encoding="utf-8")
+    before = folder_signature(str(raw))
+    (raw / "finance" / "~$budget.docx").write_bytes(b"\x05alice" + b"\x00" * 156)  # someone opened it
+    (raw / "finance" / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1")
+    (raw / ".git" / "objects").mkdir(parents=True)
+    (raw / ".git" / "objects" / "ab").write_bytes(b"x")
+    assert folder_signature(str(raw)) == before
+    (raw / ".ragignore").write_text("drafts/\n", encoding="utf-8")  # the folder's rules: a change
+    with_rules = folder_signature(str(raw))
+    assert with_rules != before
+    (raw / "finance" / "budget.md.meta.json").write_text('{"status": "draft"}', encoding="utf-8")  # a sidecar: a change
+    assert folder_signature(str(raw)) != with_rules
+
+
 def test_rules_kept_outside_the_folder_are_read_last_and_must_exist(tmp_path):
     from rag_pipeline.defs.automation import folder_signature
 
