@@ -17,7 +17,6 @@ import email.utils
 import io
 import re
 import tempfile
-import time
 from dataclasses import replace
 from email.header import decode_header
 from email.message import EmailMessage, Message
@@ -44,9 +43,10 @@ _MESSAGE_HEADERS = {
     "return-path", "sender", "reply-to", "content-type", "delivered-to", "x-mailer",
 }
 _ADDRESS_HEADERS = ("From", "To", "Cc")
-# Attachments are read within this many seconds of the message's parse (OCR and all), well inside
-# the default 120 s parse limit: a message's own text must never be lost to a scan it carries.
-ATTACHMENT_BUDGET_S = 45.0
+# An attachment going this long without progress (a page read, a picture OCR'd) is stopped, well
+# inside the parse pool's 120 s stall limit: a message's own text is never lost to what it carries,
+# and a long scan attached that keeps reading pages is read whole, however slow the machine.
+ATTACHMENT_STALL_S = 45.0
 _reading_attachments = False  # an attachment's own attachments are named, not read
 _PGP_ARMOR = re.compile(r"-----BEGIN PGP MESSAGE-----.*?(-----END PGP MESSAGE-----|\Z)", re.S)
 # A line break inside a Chinese sentence (the line ends in a character or a comma, not a
@@ -232,36 +232,34 @@ def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[st
     named only by its extension), its blocks under a heading of its file name below the subject.
 
     Read: a named part in a supported format, and a forwarded message (read as an .eml); an image
-    only when attached, not inline (inline ones are signatures and logos). All of them within ATTACHMENT_BUDGET_S (ingest.deadline):
-    past it, the rest are named. Returns the parts not read and the notes on the ones read.
+    only when attached, not inline (inline ones are signatures and logos). One going
+    ATTACHMENT_STALL_S without progress is stopped (ingest.deadline) and named. Returns the parts
+    not read and the notes on the ones read.
     """
     global _reading_attachments
     from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
 
     unread: list[Message] = []
     notes: list[str] = []
-    started = time.monotonic()
     for part in parts:
         forwarded = part.get_content_type() == "message/rfc822"
         name = _forwarded_label(part) if forwarded else _valid_utf8(part.get_filename() or "")
         ext = ".eml" if forwarded else Path(name).suffix.lower()
         payload = _attached_bytes(part)
         inline = ext in IMAGE_EXTENSIONS and part.get_content_disposition() != "attachment"
-        left = ATTACHMENT_BUDGET_S - (time.monotonic() - started)
-        if not payload or ext not in SUPPORTED_EXTENSIONS or inline or _reading_attachments or left <= 0:
+        if not payload or ext not in SUPPORTED_EXTENSIONS or inline or _reading_attachments:
             unread.append(part)
-            if left <= 0 and payload and ext in SUPPORTED_EXTENSIONS:
-                notes.append(f"attachment {name}: not read, the {ATTACHMENT_BUDGET_S:g} s for attachments was spent")
             continue
         try:
             _reading_attachments = True
-            with tempfile.TemporaryDirectory(prefix="rag-attachment-") as scratch, time_limit(left):
+            with tempfile.TemporaryDirectory(prefix="rag-attachment-") as scratch, time_limit(ATTACHMENT_STALL_S):
                 copy = Path(scratch) / f"attachment{ext}"
                 copy.write_bytes(payload)
                 doc = parse_file(copy, ocr_lang=ocr_lang)
         except (UnreadableDocument, TimeLimitPassed) as exc:
             unread.append(part)
-            why = f"{exc.reason}: {exc.detail}" if isinstance(exc, UnreadableDocument) else f"over the {ATTACHMENT_BUDGET_S:g} s for attachments"
+            why = (f"{exc.reason}: {exc.detail}" if isinstance(exc, UnreadableDocument)
+                   else f"stopped after {ATTACHMENT_STALL_S:g} s without progress")
             notes.append(f"attachment {name}: not read ({why})"[:300])
             continue
         finally:

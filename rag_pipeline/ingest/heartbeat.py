@@ -15,11 +15,15 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rag_pipeline.ingest import deadline
+
 _path: str | None = None
 
 
 def beat() -> None:
-    """Record progress of the parse under way (no-op outside a pool worker)."""
+    """Record progress of the parse under way: for the pool (no-op outside a pool worker) and
+    for a time limit running inside the parse (deadline.py: an e-mail's attachments)."""
+    deadline.renew()
     if _path is not None:
         try:
             os.utime(_path)

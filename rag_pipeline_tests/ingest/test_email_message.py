@@ -326,27 +326,38 @@ def test_attached_documents_and_scans_are_read_as_those_files_and_the_rest_is_na
     assert doc.language == "zh"
 
 
-def test_attachments_are_read_within_their_time_budget(tmp_path, monkeypatch):
-    """Past the budget the rest are named; one attachment still running when it passes is stopped
-    (a stand-in parser that sleeps), and the message's own text is kept either way."""
+def test_an_attachment_is_stopped_after_its_time_without_progress_and_read_whole_while_it_progresses(monkeypatch):
+    """A stand-in parser that sleeps (no page read, no beat) is stopped at the 1 s limit and named,
+    the message's own text kept; one that beats every 0.2 s runs twice that long and is read whole
+    (a long scan attached, on a slow machine as on a fast one)."""
     import time
 
-    from rag_pipeline.ingest import email_message, parsers
+    from rag_pipeline.ingest import email_message, heartbeat, parsers
 
-    monkeypatch.setattr(email_message, "ATTACHMENT_BUDGET_S", 0.0)
-    doc = parse_file(FILES / "fake-email-attachment.eml")
-    assert "Hey this is a fake attachment!" not in doc.text and "fake-attachment.txt (text/plain" in doc.blocks[-1].text
-    assert "attachment fake-attachment.txt: not read, the 0 s for attachments was spent" in doc.warnings
+    real = parsers._TEXT_PARSERS[".txt"]
 
     def slow(path):
         time.sleep(30)
 
-    monkeypatch.setattr(email_message, "ATTACHMENT_BUDGET_S", 1.0)
+    def progressing(path):
+        for _ in range(10):
+            time.sleep(0.2)
+            heartbeat.beat()
+        return real(path)
+
+    monkeypatch.setattr(email_message, "ATTACHMENT_STALL_S", 1.0)
     monkeypatch.setitem(parsers._TEXT_PARSERS, ".txt", slow)
     started = time.monotonic()
     doc = parse_file(FILES / "fake-email-attachment.eml")
     assert time.monotonic() - started < 10
-    assert "Hello!" in doc.text and "attachment fake-attachment.txt: not read (over the 1 s for attachments)" in doc.warnings
+    assert "Hello!" in doc.text and "Hey this is a fake attachment!" not in doc.text
+    assert "attachment fake-attachment.txt: not read (stopped after 1 s without progress)" in doc.warnings
+
+    monkeypatch.setitem(parsers._TEXT_PARSERS, ".txt", progressing)
+    started = time.monotonic()
+    doc = parse_file(FILES / "fake-email-attachment.eml")
+    assert time.monotonic() - started >= 2
+    assert "Hey this is a fake attachment!" in doc.text and "attachment fake-attachment.txt: read (1 blocks)" in doc.warnings
 
 
 @pytest.mark.parametrize("how", ["as a file", "forwarded"])
