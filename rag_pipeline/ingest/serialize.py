@@ -32,7 +32,8 @@ PARSE_CACHE_VERSION = 7
 # XML), a footnote's or endnote's text in brackets where cited (was dropped). Pictures — .docx,
 # .pptx and .xlsx families, .odt, .odp 1: OCR'd. WPS Office's .wps/.wpt, .et/.ett, .dps/.dpt and
 # Outlook's .msg — 1: read (a cached outcome says "not supported"). Encrypted mail — .eml 2,
-# .msg 3: quarantined ``encrypted`` (was indexed as its addresses and ciphertext).
+# .msg 3: quarantined ``encrypted`` (was indexed as its addresses and ciphertext); attachments
+# stopped by time without progress, not by 45 s for all (a message cut short is read whole).
 EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
