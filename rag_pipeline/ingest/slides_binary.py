@@ -33,6 +33,8 @@ _BULLETED = {1, 7, 8}  # body, half body, quarter body: bulleted by the master
 _NOTES_TEXT = 2
 _TABLE = -1  # not a text type: a table's rows
 _GROUP, _SHAPE, _CHILD_ANCHOR, _CLIENT_TEXTBOX = 0xF003, 0xF004, 0xF00F, 0xF00D  # OfficeArt drawing records
+_BSTORE, _FBSE, _FOPT = 0xF001, 0xF007, 0xF00B  # the picture store, one entry of it, a shape's properties
+_PIB, _FILL_BLIP = 0x0104, 0x0186  # shape properties naming a store entry: the picture, a picture fill
 
 
 def _records(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
@@ -114,6 +116,39 @@ def _shapes(data: bytes, start: int, end: int) -> list[tuple[int, str | list[lis
     return out
 
 
+def _picture_store(doc: bytes, document: tuple[int, int]) -> list[int | None]:
+    """Where each entry of the document's picture store (BStore) lies in the Pictures stream
+    (its foDelay; None for an entry that holds no offset), in store order: a shape names its
+    picture by position in this list, counted from 1."""
+    for kind, _, body, stop in _walk(doc, *document):
+        if kind == _BSTORE:
+            return [struct.unpack_from("<I", doc, sub_body + 28)[0] if sub == _FBSE and sub_stop - sub_body >= 36 else None
+                    for sub, _, sub_body, sub_stop in _records(doc, body, stop)]
+    return []
+
+
+def _pictures_shown(doc: bytes, slide: tuple[int, int]) -> list[int]:
+    """The picture store entries (from 1) a slide's shapes show, as a picture or as a picture
+    fill (a scanned page laid over a whole slide), in drawing order."""
+    shown: list[int] = []
+    for kind, count, body, stop in _walk(doc, *slide):
+        if kind != _FOPT:
+            continue
+        for at in range(body, min(stop, body + 6 * count) - 5, 6):
+            prop, value = struct.unpack_from("<HI", doc, at)
+            if prop & 0x3FFF in (_PIB, _FILL_BLIP) and prop & 0x4000 and value not in shown:  # 0x4000: a store index
+                shown.append(value)
+    return shown
+
+
+def _picture_at(pictures: bytes, offset: int | None) -> bytes | None:
+    """The raster picture of the blip record at `offset` of the Pictures stream, if there is one."""
+    if offset is None or offset + 8 > len(pictures):
+        return None
+    length, = struct.unpack_from("<I", pictures, offset + 4)
+    return next(blips(pictures[offset : offset + 8 + length]), None)
+
+
 def _persist_offsets(doc: bytes, edit: int) -> tuple[dict[int, int], int]:
     """Persist id → record offset, newest edit first, and the document's persist id."""
     offsets: dict[int, int] = {}
@@ -154,8 +189,10 @@ def _add_text(builder: BlockBuilder, text: str, page: int, kind: str) -> None:
 
 def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse a PowerPoint 97-2003 .ppt: one page a slide, its title the heading, then its other
-    text (placeholders, text boxes, table cells) and its speaker notes as ``notes`` blocks; the
-    pictures are OCR'd after the last slide (ingest.office_art, ingest.pictures)."""
+    text (placeholders, text boxes, table cells), the text OCR'd in the pictures it shows
+    (ingest.office_art, ingest.pictures) and its speaker notes as ``notes`` blocks. Pictures only
+    a master shows (logos) are not read. A file whose picture store cannot be read has all its
+    pictures OCR'd after the last slide instead."""
     with olefile.OleFileIO(str(path)) as ole:
         if ole.exists("EncryptedSummary"):
             raise UnreadableDocument("encrypted", "password-protected PowerPoint 97-2003 presentation")
@@ -184,6 +221,8 @@ def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
                     persist_id, _, _, notes_id = struct.unpack_from("<IIII", doc, sub_body)
                     notes_pages[notes_id] = persist_id
     builder = BlockBuilder()
+    pictures = PictureReader(ocr_lang)
+    store = _picture_store(doc, document) if stored_pictures else []
     for page, (persist_id, placeholders) in enumerate(slides, start=1):
         builder.reset_headings()
         slide = _body(doc, offsets.get(persist_id, len(doc)), _SLIDE)
@@ -197,15 +236,19 @@ def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
                 builder.add_table(text, page=page)
             elif text_type not in _TITLES and text_type != _NOTES_TEXT:
                 _add_text(builder, text, page, "list_item" if text_type in _BULLETED else "paragraph")
+        for entry in _pictures_shown(doc, slide) if slide and store else []:
+            blob = _picture_at(stored_pictures, store[entry - 1]) if 0 < entry <= len(store) else None
+            if blob:
+                pictures.add_text(builder, blob, page=page)
         notes_id = _notes_id(doc, slide) if slide else 0
         notes = _body(doc, offsets.get(notes_pages.get(notes_id, -1), len(doc)), _NOTES) if notes_id else None
         for text_type, text in _texts(doc, *notes) if notes else []:
             if text_type == _NOTES_TEXT:
                 _add_text(builder, text, page, "notes")
-    pictures = PictureReader(ocr_lang)
-    builder.reset_headings()
-    for blob in blips(stored_pictures):
-        pictures.add_text(builder, blob)
+    if not store:  # no picture store to place them by: every picture, after the last slide
+        builder.reset_headings()
+        for blob in blips(stored_pictures):
+            pictures.add_text(builder, blob)
     return make_document(builder, format="ppt", parser="olefile", page_count=len(slides),
                          title=builder.first_heading or ole_title(path), **pictures.metadata())
 

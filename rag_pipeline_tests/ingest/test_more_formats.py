@@ -930,13 +930,12 @@ def test_an_extension_version_re_parses_only_that_extensions_files():
 
 @pytest.mark.parametrize("name, own_text", [
     ("扫描件.doc", ["以下为扫描件：", "扫描件结束。"]),
-    ("扫描件.ppt", ["安全须知"]),
     ("扫描件.xls", ["项目: 安全; 说明: 见下图"]),
 ])
 def test_a_picture_in_a_97_2003_file_is_ocrd_after_its_text(name, own_text):
-    """The scan pasted into a Word, PowerPoint and Excel 97-2003 file (its PNG blip in the Data
-    stream, the Pictures stream, the workbook's drawing group split over BIFF records): read as
-    the scan alone reads, after the document's own text, each paragraph with its confidence."""
+    """The scan pasted into a Word and an Excel 97-2003 file (its PNG blip in the Data stream, the
+    workbook's drawing group split over BIFF records): read as the scan alone reads, after the
+    document's own text, each paragraph with its confidence."""
     doc = parse_file(FILES / name)
     own = [b.text for b in doc.blocks if b.kind != "ocr_text"]
     ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
@@ -944,3 +943,15 @@ def test_a_picture_in_a_97_2003_file_is_ocrd_after_its_text(name, own_text):
     assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks]
     assert all(b.ocr_confidence and b.heading_path == () for b in ocr) and doc.ocr_used
     assert doc.warnings[-1] == "1 embedded picture(s) OCR'd"
+
+
+def test_a_picture_in_a_ppt_is_read_on_the_slide_that_shows_it():
+    """Three slides, the scan on the second (LibreOffice's .ppt: the picture's blip in the Pictures
+    stream, named by the shape's `pib` through the picture store): its text on page 2, under that
+    slide's title, before the third slide, as the scan alone reads."""
+    doc = parse_file(FILES / "扫描件.ppt")
+    assert [(b.text, b.page) for b in doc.blocks if b.kind == "heading"] == [("安全培训", 1), ("扫描件", 2), ("结束", 3)]
+    ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
+    assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks]
+    assert all(b.page == 2 and b.heading_path == ("扫描件",) and b.ocr_confidence for b in ocr)
+    assert doc.blocks[-1].text == "结束" and doc.warnings == ["1 embedded picture(s) OCR'd"]
