@@ -3,8 +3,9 @@ blip records hold ([MS-ODRAW] 2.2.23-2.2.31: JPEG, PNG, DIB, TIFF), for ingest.p
 
 Where a picture sits (which paragraph, slide or cell) is in each format's own drawing records;
 this reads only the pictures. The .ppt reader places each on its slide (slides_binary.py, through
-the picture store); in a .doc or .xls their text goes after the document's own (the OOXML and
-OpenDocument readers place it where the picture is). Metafiles (EMF, WMF, PICT) are not raster
+the picture store), the .doc reader an inline one after its paragraph (word_binary.py, through
+the character's picture location); the rest go after the document's own text (the OOXML and
+OpenDocument readers place every picture where it is). Metafiles (EMF, WMF, PICT) are not raster
 images and are skipped, as they are there.
 """
 

@@ -4,8 +4,9 @@ The text of a .doc lies in its ``WordDocument`` stream as *pieces* (8-bit cp1252
 the latter for any Chinese), listed in order by the piece table in the ``0Table``/``1Table``
 stream. Paragraphs end in ``\\r``; a table cell ends in ``\\x07`` and so does a row, whose end
 mark is told from an empty cell's by its paragraph properties (``sprmPFTtp`` in the PAPX
-formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); pictures and
-comment anchors are dropped, a footnote's or endnote's text is put in brackets where it is cited
+formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); an inline
+picture's OCR'd text follows its paragraph (floating ones after the text), comment anchors are
+dropped, a footnote's or endnote's text is put in brackets where it is cited
 (the .odt/.docx readers' rule), a text box's paragraphs follow the paragraph its shape is anchored
 in. Headings are paragraphs in the built-in heading styles (or with an outline level of their own).
 Headers and footers are not read.
@@ -29,12 +30,14 @@ from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
 
 _WORD_IDENT = 0xA5EC
 _OLDER_WORD_IDENTS = {0xA5DC, 0xA5DB}  # Word 6.0/95, Word 2.0
-_FC_STSHF, _FC_CLX, _FC_PLCF_BTE_PAPX = 1, 33, 13  # indexes into FibRgFcLcb97
+_FC_STSHF, _FC_CLX, _FC_PLCF_BTE_CHPX, _FC_PLCF_BTE_PAPX = 1, 33, 12, 13  # indexes into FibRgFcLcb97
 _FC_FOOTNOTE_REF, _FC_FOOTNOTE_TXT, _FC_ENDNOTE_REF, _FC_ENDNOTE_TXT = 2, 3, 46, 47
 _FC_SHAPE_ANCHORS, _FC_TEXT_BOX_STORIES = 40, 56  # PlcSpaMom (FSPA: 26 bytes), PlcftxbxTxt (FTXBXS: 22 bytes)
 _SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x2416, 0x2417, 0x244C, 0xD608
 _SPRM_P_OUT_LVL = 0x2640  # a paragraph's own outline level (0-8; 9 = body text)
 _SPRM_P_ILFO = 0x460B  # the paragraph's list (0: none)
+_SPRM_C_PIC_LOCATION = 0x6A03  # a picture character's PICF offset in the Data stream
+_PICTURE = "\x01"  # an inline picture's character (with sprmCFSpec and sprmCPicLocation)
 _STI_TITLE = 62
 _SPRM_P_HUGE_PAPX = (0x6646, 0x6645)  # the paragraph's properties are too large for its page: in the Data stream
 _CELL, _PARAGRAPH = "\x07", "\r"
@@ -268,6 +271,39 @@ def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -
     return [end for end, _ in runs], [paragraph for _, paragraph in runs]
 
 
+def _picture_runs(word: bytes, table: bytes, fc: int, lcb: int) -> list[tuple[int, int, int]]:
+    """(start, end, Data stream offset) of the character runs that carry a picture location, from
+    the CHPX formatting pages, sorted: an inline picture's ``\x01`` lies in one of them."""
+    count = (lcb - 4) // 8
+    if count <= 0 or fc + 4 * (count + 1) + 4 * count > len(table):
+        return []
+    runs = []
+    for pn in struct.unpack_from(f"<{count}I", table, fc + 4 * (count + 1)):
+        page = word[(pn & 0x3FFFFF) * 512:(pn & 0x3FFFFF) * 512 + 512]
+        if len(page) < 512:
+            continue
+        crun = page[511]
+        if 4 * (crun + 1) + crun > 511:
+            continue
+        fcs = struct.unpack_from(f"<{crun + 1}I", page, 0)
+        for i in range(crun):
+            offset = page[4 * (crun + 1) + i] * 2
+            if offset:
+                location = _sprms(page[offset + 1:offset + 1 + page[offset]]).get(_SPRM_C_PIC_LOCATION, b"")
+                if len(location) == 4:
+                    runs.append((fcs[i], fcs[i + 1], struct.unpack("<I", location)[0]))
+    return sorted(runs)
+
+
+def _picture_at(data: bytes, offset: int) -> bytes | None:
+    """The raster picture in the PICF (and the OfficeArt data after it) at `offset` of the Data
+    stream; its first four bytes are the whole record's length."""
+    if offset + 4 > len(data):
+        return None
+    length, = struct.unpack_from("<I", data, offset)
+    return next(blips(data[offset:offset + length]), None)
+
+
 _GENERATED_FIELDS = {"TOC", "INDEX", "TOA"}  # tables of contents, indexes: generated from the text itself
 
 
@@ -298,7 +334,8 @@ class _Fields:
 
 def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse a Word 97-2003 .doc into paragraph and table_row blocks (a table's first row its header);
-    its pictures are OCR'd after its text (ingest.office_art, ingest.pictures)."""
+    an inline picture's OCR'd text follows its paragraph (its table, in a cell), the other pictures
+    are OCR'd after the text (ingest.office_art, ingest.pictures)."""
     with olefile.OleFileIO(str(path)) as ole:
         if not ole.exists("WordDocument"):
             raise UnreadableDocument("unsupported_format", "an OLE file without a WordDocument stream (not a Word document)")
@@ -321,6 +358,9 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     boxes = _text_boxes(word, table, pieces, fc_lcb, sum(ccps[:6])) if len(fc_lcb) > _FC_TEXT_BOX_STORIES and len(ccps) > 6 else {}
     anchored: list[str] = []  # text boxes anchored in the paragraph being read: added after it
     ends, paragraphs = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
+    picture_runs = _picture_runs(word, table, *fc_lcb[_FC_PLCF_BTE_CHPX]) if data else []
+    inline: list[bytes] = []  # pictures of the paragraph being read: OCR'd after it
+    in_table: list[bytes] = []  # pictures of the table being read: OCR'd after it
     levels = heading_styles(table, *fc_lcb[_FC_STSHF])
     piece_starts = [p.cp_start for p in pieces]
 
@@ -329,6 +369,12 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         piece = pieces[bisect.bisect_right(piece_starts, cp) - 1]
         i = bisect.bisect_right(ends, piece.fc_of(cp))
         return paragraphs[i] if i < len(paragraphs) else _Paragraph()
+
+    def picture_of(cp: int) -> bytes | None:
+        """The inline picture whose character is at ``cp``, if its location is recorded."""
+        fc = pieces[bisect.bisect_right(piece_starts, cp) - 1].fc_of(cp)
+        i = bisect.bisect_right(picture_runs, (fc, float("inf"), 0)) - 1
+        return _picture_at(data, picture_runs[i][2]) if i >= 0 and picture_runs[i][0] <= fc < picture_runs[i][1] else None
 
     builder = BlockBuilder()
     rows: list[tuple[list[str], RowLayout]] = []
@@ -340,6 +386,8 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         if not fields.visible(ch):
             continue
         if ch not in (_CELL, _PARAGRAPH, _SECTION):
+            if ch == _PICTURE and picture_runs and (blob := picture_of(cp)):
+                inline.append(blob)
             current.append(ch)
             if notes.get(cp):  # the note's reference mark (\x02, or the author's own mark)
                 current.append(f" ({notes[cp]})")
@@ -354,6 +402,8 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         elif ch == _CELL or paragraph.in_table:
             cell.extend([text, *anchored])
             anchored = []
+            in_table.extend(inline)
+            inline = []
             if ch == _CELL:
                 cells.append("\n".join(t for t in cell if t))
                 cell = []
@@ -361,6 +411,9 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             if rows:
                 builder.add_table(grid_rows(rows))
                 rows = []
+                for blob in in_table:
+                    pictures.add_text(builder, blob)
+                in_table = []
             level = paragraph.outline + 1 if paragraph.outline is not None and paragraph.outline < 9 else None
             if level is None and paragraph.outline is None:
                 level = levels.get(paragraph.istd)
@@ -371,9 +424,14 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             for box in anchored:  # after the paragraph it is anchored in, as the .docx/.odt readers put them
                 builder.add(box)
             anchored = []
+            for blob in inline:
+                pictures.add_text(builder, blob)
+            inline = []
     if rows:
         builder.add_table(grid_rows(rows))
+    for blob in [*in_table, *inline]:
+        pictures.add_text(builder, blob)
     builder.reset_headings()
-    for blob in [*blips(data), *blips(word)]:  # inline pictures sit in Data, floating ones after the text
+    for blob in [*blips(data), *blips(word)]:  # the rest (floating ones, inline ones not placed); each read once
         pictures.add_text(builder, blob)
     return make_document(builder, format="doc", parser="olefile", title=ole_title(path), **pictures.metadata())

@@ -928,21 +928,27 @@ def test_an_extension_version_re_parses_only_that_extensions_files():
 # ---------------------------------------------------------------- pictures in 97-2003 files
 
 
-@pytest.mark.parametrize("name, own_text", [
-    ("扫描件.doc", ["以下为扫描件：", "扫描件结束。"]),
-    ("扫描件.xls", ["项目: 安全; 说明: 见下图"]),
-])
-def test_a_picture_in_a_97_2003_file_is_ocrd_after_its_text(name, own_text):
-    """The scan pasted into a Word and an Excel 97-2003 file (its PNG blip in the Data stream, the
-    workbook's drawing group split over BIFF records): read as the scan alone reads, after the
-    document's own text, each paragraph with its confidence."""
-    doc = parse_file(FILES / name)
+def test_a_picture_in_an_xls_is_ocrd_after_its_rows():
+    """The scan pasted into an Excel 97-2003 sheet (its PNG blip in the workbook's drawing group,
+    split over BIFF records): read as the scan alone reads, after the rows, each paragraph with its
+    confidence."""
+    doc = parse_file(FILES / "扫描件.xls")
     own = [b.text for b in doc.blocks if b.kind != "ocr_text"]
     ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
-    assert own == own_text and doc.blocks[: len(own)] == [b for b in doc.blocks if b.kind != "ocr_text"]
+    assert own == ["项目: 安全; 说明: 见下图"] and doc.blocks[: len(own)] == [b for b in doc.blocks if b.kind != "ocr_text"]
     assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks]
     assert all(b.ocr_confidence and b.heading_path == () for b in ocr) and doc.ocr_used
     assert doc.warnings[-1] == "1 embedded picture(s) OCR'd"
+
+
+def test_an_inline_picture_in_a_doc_is_read_where_it_stands():
+    """The scan inline in its own paragraph of a Word 97-2003 file (a \\x01 character whose run
+    carries sprmCPicLocation: the picture's PICF in the Data stream): its text between the
+    paragraphs around it, as the .docx reader places it, read as the scan alone reads."""
+    doc = parse_file(FILES / "扫描件.doc")
+    read_alone = [b.text for b in parse_file(SAFETY_SCAN).blocks]
+    assert [b.text for b in doc.blocks] == ["以下为扫描件：", *read_alone, "扫描件结束。"]
+    assert all(b.ocr_confidence for b in doc.blocks if b.kind == "ocr_text") and doc.warnings == ["1 embedded picture(s) OCR'd"]
 
 
 def test_a_picture_in_a_ppt_is_read_on_the_slide_that_shows_it():
