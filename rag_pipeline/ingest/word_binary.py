@@ -273,7 +273,7 @@ def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -
 
 def _picture_runs(word: bytes, table: bytes, fc: int, lcb: int) -> list[tuple[int, int, int]]:
     """(start, end, Data stream offset) of the character runs that carry a picture location, from
-    the CHPX formatting pages, sorted: an inline picture's ``\x01`` lies in one of them."""
+    the CHPX formatting pages, sorted: an inline picture's ``\\x01`` lies in one of them."""
     count = (lcb - 4) // 8
     if count <= 0 or fc + 4 * (count + 1) + 4 * count > len(table):
         return []
