@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,40 +234,49 @@ def heading_styles(table: bytes, fc: int, lcb: int) -> dict[int, int]:
     return levels
 
 
-def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -> tuple[list[int], list[_Paragraph]]:
-    """Paragraph runs from the PAPX formatting pages: sorted end offsets (exclusive) in the
-    WordDocument stream and what they say of the paragraph ending there."""
+def _formatting_runs(word: bytes, table: bytes, fc: int, lcb: int, entry: int) -> Iterator[tuple[int, int, bytes, int]]:
+    """(start, end, page, offset) of every run on the formatting pages (FKPs) a bin table lists:
+    the run's offsets in the WordDocument stream, its 512-byte page and where on the page its
+    properties start (0: none). `entry` is the size of a run's entry after the offsets: 13 for
+    paragraphs (PAPX), 1 for characters (CHPX)."""
     count = (lcb - 4) // 8
-    if count <= 0:
-        return [], []
-    page_numbers = struct.unpack_from(f"<{count}I", table, fc + 4 * (count + 1))
-    runs: list[tuple[int, _Paragraph]] = []
-    for pn in page_numbers:
+    if count <= 0 or fc + 8 * count + 4 > len(table):
+        return
+    for pn in struct.unpack_from(f"<{count}I", table, fc + 4 * (count + 1)):
         page = word[(pn & 0x3FFFFF) * 512:(pn & 0x3FFFFF) * 512 + 512]
         if len(page) < 512:
             continue
         crun = page[511]
+        if 4 * (crun + 1) + entry * crun > 511:
+            continue
         fcs = struct.unpack_from(f"<{crun + 1}I", page, 0)
         for i in range(crun):
-            offset = page[4 * (crun + 1) + 13 * i] * 2
-            sprms: dict[int, bytes] = {}
-            istd = 0
-            if offset:
-                cb = page[offset]
-                start, size = (offset + 2, 2 * page[offset + 1]) if cb == 0 else (offset + 1, 2 * cb - 1)
-                istd, = struct.unpack_from("<H", page, start)
-                sprms = _sprms(page[start + 2:start + size])
-                for op in _SPRM_P_HUGE_PAPX:  # a wide table row's definition does not fit in 512 bytes
-                    if op in sprms and len(sprms[op]) == 4:
-                        at, = struct.unpack("<I", sprms[op])
-                        if at + 2 <= len(data):
-                            sprms |= _sprms(data[at + 2:at + 2 + struct.unpack_from("<H", data, at)[0]])
-            row = None
-            if _flag(sprms, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP):
-                row = _row_layout(sprms.get(_SPRM_T_DEF_TABLE, b"")) or RowLayout((), (), ())
-            level = sprms.get(_SPRM_P_OUT_LVL, b"")[:1]
-            listed = sprms.get(_SPRM_P_ILFO, b"\x00\x00") != b"\x00\x00"
-            runs.append((fcs[i + 1], _Paragraph(_flag(sprms, _SPRM_P_F_IN_TABLE), row, istd, level[0] if level else None, listed)))
+            yield fcs[i], fcs[i + 1], page, page[4 * (crun + 1) + entry * i] * 2
+
+
+def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -> tuple[list[int], list[_Paragraph]]:
+    """Paragraph runs from the PAPX formatting pages: sorted end offsets (exclusive) in the
+    WordDocument stream and what they say of the paragraph ending there."""
+    runs: list[tuple[int, _Paragraph]] = []
+    for _, end, page, offset in _formatting_runs(word, table, fc, lcb, 13):
+        sprms: dict[int, bytes] = {}
+        istd = 0
+        if offset:
+            cb = page[offset]
+            start, size = (offset + 2, 2 * page[offset + 1]) if cb == 0 else (offset + 1, 2 * cb - 1)
+            istd, = struct.unpack_from("<H", page, start)
+            sprms = _sprms(page[start + 2:start + size])
+            for op in _SPRM_P_HUGE_PAPX:  # a wide table row's definition does not fit in 512 bytes
+                if op in sprms and len(sprms[op]) == 4:
+                    at, = struct.unpack("<I", sprms[op])
+                    if at + 2 <= len(data):
+                        sprms |= _sprms(data[at + 2:at + 2 + struct.unpack_from("<H", data, at)[0]])
+        row = None
+        if _flag(sprms, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP):
+            row = _row_layout(sprms.get(_SPRM_T_DEF_TABLE, b"")) or RowLayout((), (), ())
+        level = sprms.get(_SPRM_P_OUT_LVL, b"")[:1]
+        listed = sprms.get(_SPRM_P_ILFO, b"\x00\x00") != b"\x00\x00"
+        runs.append((end, _Paragraph(_flag(sprms, _SPRM_P_F_IN_TABLE), row, istd, level[0] if level else None, listed)))
     runs.sort(key=lambda run: run[0])
     return [end for end, _ in runs], [paragraph for _, paragraph in runs]
 
@@ -274,24 +284,12 @@ def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -
 def _picture_runs(word: bytes, table: bytes, fc: int, lcb: int) -> list[tuple[int, int, int]]:
     """(start, end, Data stream offset) of the character runs that carry a picture location, from
     the CHPX formatting pages, sorted: an inline picture's ``\\x01`` lies in one of them."""
-    count = (lcb - 4) // 8
-    if count <= 0 or fc + 4 * (count + 1) + 4 * count > len(table):
-        return []
     runs = []
-    for pn in struct.unpack_from(f"<{count}I", table, fc + 4 * (count + 1)):
-        page = word[(pn & 0x3FFFFF) * 512:(pn & 0x3FFFFF) * 512 + 512]
-        if len(page) < 512:
-            continue
-        crun = page[511]
-        if 4 * (crun + 1) + crun > 511:
-            continue
-        fcs = struct.unpack_from(f"<{crun + 1}I", page, 0)
-        for i in range(crun):
-            offset = page[4 * (crun + 1) + i] * 2
-            if offset:
-                location = _sprms(page[offset + 1:offset + 1 + page[offset]]).get(_SPRM_C_PIC_LOCATION, b"")
-                if len(location) == 4:
-                    runs.append((fcs[i], fcs[i + 1], struct.unpack("<I", location)[0]))
+    for start, end, page, offset in _formatting_runs(word, table, fc, lcb, 1):
+        if offset:
+            location = _sprms(page[offset + 1:offset + 1 + page[offset]]).get(_SPRM_C_PIC_LOCATION, b"")
+            if len(location) == 4:
+                runs.append((start, end, struct.unpack("<I", location)[0]))
     return sorted(runs)
 
 
