@@ -34,6 +34,7 @@ import multiprocessing.forkserver
 import os
 import queue
 import resource
+import shutil
 import signal
 import tempfile
 import time
@@ -276,44 +277,48 @@ class ParsePool:
             parse = functools.partial(parse_file, ocr_lang=ocr_lang, max_bytes=max_bytes)
         cap = max(max_s, timeout_s or 0) if max_s else None
         outcomes: dict[str, Outcome] = {}
+        # Beat files live in a scratch folder removed only after the pool is stopped on an error:
+        # queued files go on starting (each creates its beat file) until then.
+        scratch = tempfile.mkdtemp(prefix="rag-parse-beats-")
         try:
             pool = self._started()
             expected = expected_sha256 or {}
-            with tempfile.TemporaryDirectory(prefix="rag-parse-beats-") as scratch:
-                futures = {}
-                for n, (key, path) in enumerate(paths.items()):
-                    beats = os.path.join(scratch, str(n))
-                    args = (Path(path), parse, expected.get(key), beats)
-                    futures[pool.schedule(_parse_in_worker, args=args, timeout=cap)] = (key, beats)
-                finished: queue.SimpleQueue = queue.SimpleQueue()
-                for future in futures:  # outcomes in the order they finish: progress moves with the work
-                    future.add_done_callback(finished.put)
-                watched = time.monotonic()
-                for _ in range(len(futures)):
-                    future = None
-                    while future is None:
-                        try:
-                            future = finished.get(timeout=_WATCH_S)
-                        except queue.Empty:
-                            pass
-                        if timeout_s and time.monotonic() - watched >= _WATCH_S:
-                            watched = time.monotonic()
-                            _cancel_stalled(futures, timeout_s)
-                    key = futures[future][0]
+            futures = {}
+            for n, (key, path) in enumerate(paths.items()):
+                beats = os.path.join(scratch, str(n))
+                args = (Path(path), parse, expected.get(key), beats)
+                futures[pool.schedule(_parse_in_worker, args=args, timeout=cap)] = (key, beats)
+            finished: queue.SimpleQueue = queue.SimpleQueue()
+            for future in futures:  # outcomes in the order they finish: progress moves with the work
+                future.add_done_callback(finished.put)
+            watched = time.monotonic()
+            for _ in range(len(futures)):
+                future = None
+                while future is None:
                     try:
-                        outcomes[key] = _from_wire(future.result())
-                    except CancelledError:  # cancelled by _cancel_stalled
-                        outcomes[key] = _stalled_outcome(timeout_s or 0)
-                    except FutureTimeout:
-                        outcomes[key] = _over_cap_outcome(cap or 0)
-                    except ProcessExpired as exc:
-                        outcomes[key] = _expired_outcome(exc)
-                    failpoint("parse")
-                    if on_result is not None:
-                        on_result(key)
+                        future = finished.get(timeout=_WATCH_S)
+                    except queue.Empty:
+                        pass
+                    if timeout_s and time.monotonic() - watched >= _WATCH_S:
+                        watched = time.monotonic()
+                        _cancel_stalled(futures, timeout_s)
+                key = futures[future][0]
+                try:
+                    outcomes[key] = _from_wire(future.result())
+                except CancelledError:  # cancelled by _cancel_stalled
+                    outcomes[key] = _stalled_outcome(timeout_s or 0)
+                except FutureTimeout:
+                    outcomes[key] = _over_cap_outcome(cap or 0)
+                except ProcessExpired as exc:
+                    outcomes[key] = _expired_outcome(exc)
+                failpoint("parse")
+                if on_result is not None:
+                    on_result(key)
         except BaseException:
             self._stop()
             raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return {key: outcomes[key] for key in paths}
 
 

@@ -263,3 +263,15 @@ def test_parallel_outcomes_equal_serial_on_real_files(tmp_path):
             assert a == b, key
     assert parallel["scans/expense_policy_scan.png"].ocr_used
     assert parallel["broken.pdf"].reason == "corrupt"
+
+
+def test_an_engine_error_is_raised_as_itself_while_queued_files_are_still_starting(tmp_path):
+    """The error stops the pool before its beat files' folder is removed: a file starting in
+    between created its beat file there, and the folder's removal raised "Directory not empty"
+    instead of the engine error (seen once in a full suite run)."""
+    paths = {f"f{n}.txt": tmp_path / f"f{n}.txt" for n in range(300)}
+    for path in paths.values():
+        path.write_text("x\n", encoding="utf-8")
+    for _ in range(3):
+        with pytest.raises(OcrEngineError):
+            parse_many(paths, workers=2, parse=engine_missing, ocr_lang=OCR_LANG, max_bytes=1 << 20, timeout_s=60)
