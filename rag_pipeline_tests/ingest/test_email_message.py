@@ -244,27 +244,42 @@ FILES = Path(__file__).parent / "files"
 def test_outlook_msg_reads_like_the_eml_it_stands_for(tmp_path):
     """A real Outlook message (a Chinese mail server's bounce: the GBK-encoded sender name of its
     transport headers, an English body, the bounced message attached): the subject as title,
-    the header block, the body, the attachment named and not indexed."""
+    the header block, the body, then the bounced message read as a forwarded one (an embedded
+    message: python-oxmsg alone gives it empty) — its own attachment named, not read."""
     doc = parse_file(FILES / "delivery-failure.msg")
     assert (doc.format, doc.parser, doc.title) == ("msg", "python-oxmsg", "投递状态通知 (Failure Notice)")
     assert [b.kind for b in doc.blocks[:3]] == ["heading", "paragraph", "paragraph"]
     assert doc.blocks[1].text == "From: Mail Delivery Subsystem <mailer-daemon@tjdpf.org.cn>\nTo: <yosipnps@model.com>\nDate: 2017-11-27T17:44:30+08:00"
     assert "I'm afraid I was not able to deliver your message to the following recipient: hp_lsz@tjdpf.org.cn" in doc.text
-    assert doc.blocks[-1].text == "Attachments (not indexed): forwarded message (message/rfc822)"
-    assert doc.warnings == ["1 attachment(s) not indexed: forwarded message (message/rfc822)"]
+    bounced = "回复：转发：反馈·北京 2017年12月02-03日 销售"
+    inner = [b for b in doc.blocks if b.heading_path[:2] == (doc.title, bounced)]
+    assert inner[0].kind == "heading" and inner[0].text == bounced
+    assert inner[1].text == "From: Meredith chen <yosipnps@model.com>\nTo: <hp_lsz@tjdpf.org.cn>\nDate: 2017-11-27T17:44:11+08:00"
+    assert [b.text for b in inner[2:4]] == ["Meredith", "FYI..."]
+    assert doc.blocks[-1].text.startswith("Attachments (not indexed): 北京 2017年12月02-03日 销售主管 确认n.pdf")
+    assert doc.warnings[0] == f"attachment forwarded message {bounced!r}: read (11 blocks)"
 
 
 def test_outlook_msg_gives_the_blocks_of_the_same_message_as_eml(tmp_path):
     """An Outlook message with no sender, one recipient and a message embedded as its
     attachment gives the blocks the .eml reader gives the same message written by the stdlib."""
-    same = EmailMessage()
+    same, attached = EmailMessage(), EmailMessage()
     same["Subject"], same["To"] = "outer subject", "outer@foo.bar"
     same.set_content("Outer body\n")
-    same.add_attachment(EmailMessage())
+    attached["Subject"], attached["To"] = "test", "test@foobar.com"
+    attached.set_content("body\n")
+    same.add_attachment(attached)
     eml = parse_file(_write(tmp_path / "outer.eml", same))
     msg = parse_file(FILES / "outer.msg")
     assert [(b.kind, b.text) for b in msg.blocks] == [(b.kind, b.text) for b in eml.blocks]
-    assert [(b.kind, b.text) for b in msg.blocks][:3] == [("heading", "outer subject"), ("paragraph", "To: outer@foo.bar"), ("paragraph", "Outer body")]
+    assert [(b.kind, b.text, b.heading_path) for b in msg.blocks] == [
+        ("heading", "outer subject", ("outer subject",)),
+        ("paragraph", "To: outer@foo.bar", ("outer subject",)),
+        ("paragraph", "Outer body", ("outer subject",)),
+        ("heading", "test", ("outer subject", "test")),
+        ("paragraph", "To: test@foobar.com", ("outer subject", "test")),
+        ("paragraph", "body", ("outer subject", "test")),
+    ]
 
 
 def test_a_msg_that_is_not_an_outlook_message_is_corrupt(tmp_path):
@@ -406,3 +421,27 @@ def test_the_attachment_time_limit_keeps_an_outer_timer():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_damaged_message_attached_to_an_outlook_message_is_named_and_the_message_read(tmp_path, monkeypatch):
+    """The attached message's property stream overwritten with 0xFF (olefile writes a stream in
+    place at its size), and, injected, a reader that raises on it: either way it is named
+    "forwarded message", not read, and the outer message is read."""
+    import olefile
+
+    from rag_pipeline.ingest import outlook
+
+    damaged = tmp_path / "damaged.msg"
+    damaged.write_bytes((FILES / "outer.msg").read_bytes())
+    stream = "__attach_version1.0_#00000000/__substg1.0_3701000D/__properties_version1.0"
+    with olefile.OleFileIO(str(damaged), write_mode=True) as ole:
+        ole.write_stream(stream, b"\xff" * ole.get_size(stream))
+
+    def raising(attachment):
+        raise KeyError("__substg1.0_0037001F")
+
+    for _ in ("overwritten", "raising"):
+        doc = parse_file(damaged)
+        assert [b.text for b in doc.blocks[:3]] == ["outer subject", "To: outer@foo.bar", "Outer body"]
+        assert doc.blocks[-1].text == "Attachments (not indexed): forwarded message (message/rfc822)"
+        monkeypatch.setattr(outlook, "_embedded", raising)
