@@ -163,8 +163,8 @@ def _from_wire(message: tuple) -> Outcome:
 def _stalled_outcome(timeout_s: float) -> TransientFailure:
     return TransientFailure(
         "timeout",
-        f"parsing made no progress (no page read) within the {timeout_s:g} s limit and was stopped; raise "
-        f"parse_timeout_s (RAG_PARSE_TIMEOUT_S) or split the file, then re-run",
+        f"parsing made no progress (no page, picture or 1,000 blocks done) within the {timeout_s:g} s limit and was "
+        f"stopped; raise parse_timeout_s (RAG_PARSE_TIMEOUT_S) or split the file, then re-run",
     )
 
 
