@@ -58,7 +58,10 @@ def sample_raw(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def indexed_sample(tmp_path_factory, sample_raw) -> dict:
-    """Run `rag index` (index_job through Dagster, persistent instance) on the sample corpus."""
+    """Run `rag index` (index_job through Dagster, persistent instance) on the sample corpus.
+
+    ``pristine`` is a copy of its raw folder and lake taken right after the run, before any test
+    touched them: `base` hands it out, so a worker builds the sample index once, not twice."""
     from rag_pipeline import cli
 
     home = tmp_path_factory.mktemp("dagster_home")
@@ -72,7 +75,10 @@ def indexed_sample(tmp_path_factory, sample_raw) -> dict:
             os.environ.pop("DAGSTER_HOME", None)
         else:
             os.environ["DAGSTER_HOME"] = old_home
-    return {"exit_code": code, "lake": lake, "raw": sample_raw, "dagster_home": home}
+    pristine = tmp_path_factory.mktemp("pristine_sample")
+    shutil.copytree(sample_raw, pristine / "raw")
+    shutil.copytree(lake, pristine / "lake")
+    return {"exit_code": code, "lake": lake, "raw": sample_raw, "dagster_home": home, "pristine": pristine}
 
 
 @pytest.fixture(scope="session")
@@ -84,15 +90,11 @@ def sample_index(indexed_sample):
 
 
 @pytest.fixture(scope="session")
-def base(tmp_path_factory):
-    """The sample corpus indexed once (real Dagster run); tests that change it work on a copy."""
-    from rag_pipeline_tests.indexing import run_index
-
-    root = tmp_path_factory.mktemp("base")
-    shutil.copytree(SAMPLE, root / "raw")
-    report = run_index(root / "raw", root / "lake")
-    assert report["success"], report
-    return root
+def base(indexed_sample) -> Path:
+    """The sample corpus indexed once (`rag index`, a real Dagster run) as it was right after the
+    run: a folder holding ``raw`` and ``lake``; tests that change it work on a copy (`work`)."""
+    assert indexed_sample["exit_code"] == 0
+    return indexed_sample["pristine"]
 
 
 @pytest.fixture
