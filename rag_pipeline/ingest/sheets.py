@@ -15,7 +15,7 @@ import xlrd
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
-from rag_pipeline.ingest.office_art import blips, xls_drawing_group
+from rag_pipeline.ingest.office_art import xls_sheet_pictures
 from rag_pipeline.ingest.ole import ole_title
 from rag_pipeline.ingest.pictures import PictureReader
 
@@ -146,8 +146,9 @@ def parse_xls(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     by its sheet, tables folded with their header rows, merged group labels filled down.
 
     xlrd reads the BIFF records itself (no Excel, no LibreOffice); a workbook protected by
-    a password is ``encrypted``. Chart sheets hold no cells and are skipped. Pictures are OCR'd
-    after the last sheet (ingest.office_art, ingest.pictures).
+    a password is ``encrypted``. Chart sheets hold no cells and are skipped. A picture is OCR'd
+    after the rows of the sheet that shows it, as in an .xlsx; one no sheet shows, after the last
+    sheet (ingest.office_art, ingest.pictures).
     """
     log = io.StringIO()  # xlrd prints format notes (a missing code page) to stdout otherwise
     try:
@@ -156,8 +157,16 @@ def parse_xls(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         if "encrypted" in str(exc).lower():
             raise UnreadableDocument("encrypted", "password-protected Excel 97-2003 workbook") from exc
         raise
+    by_sheet: dict[str, list[bytes]] = {}
+    unplaced: list[bytes] = []
+    if olefile.isOleFile(str(path)):  # xlrd also reads a bare BIFF stream
+        with olefile.OleFileIO(str(path)) as ole:
+            stream = next((name for name in ("Workbook", "Book") if ole.exists(name)), None)
+            if stream:
+                by_sheet, unplaced = xls_sheet_pictures(ole.openstream(stream).read())
     builder = BlockBuilder()
     notes: list[str] = [line.strip(" *") for line in log.getvalue().splitlines() if line.strip()]
+    pictures = PictureReader(ocr_lang)
     try:
         names = book.sheet_names()
         for index, name in enumerate(names, start=1):
@@ -167,15 +176,11 @@ def parse_xls(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             builder.reset_headings([name])
             builder.add_sheet(_xls_rows(sheet, book.datemode), page=index, sheet=name)
             book.unload_sheet(index - 1)
+            for blob in by_sheet.pop(name, ()):  # a screenshot pasted on the sheet: its text after the rows
+                pictures.add_text(builder, blob, page=index, sheet=name)
     finally:
         book.release_resources()
-    pictures = PictureReader(ocr_lang)
     builder.reset_headings()
-    drawing_group = b""
-    if olefile.isOleFile(str(path)):  # xlrd also reads a bare BIFF stream
-        with olefile.OleFileIO(str(path)) as ole:
-            stream = next((name for name in ("Workbook", "Book") if ole.exists(name)), None)
-            drawing_group = xls_drawing_group(ole.openstream(stream).read()) if stream else b""
-    for blob in blips(drawing_group):
+    for blob in [*unplaced, *(blob for blobs in by_sheet.values() for blob in blobs)]:  # shown by no sheet xlrd read
         pictures.add_text(builder, blob)
     return make_document(builder, format="xls", parser="xlrd", page_count=len(names), title=ole_title(path), **pictures.metadata(notes))

@@ -13,14 +13,13 @@ paragraph, ``\\x0b`` breaks a line.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 
 import olefile
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
-from rag_pipeline.ingest.office_art import blips
+from rag_pipeline.ingest.office_art import art_records, art_walk, blips, is_container, pictures_shown
 from rag_pipeline.ingest.ole import ole_title
 from rag_pipeline.ingest.pictures import PictureReader
 
@@ -33,38 +32,13 @@ _BULLETED = {1, 7, 8}  # body, half body, quarter body: bulleted by the master
 _NOTES_TEXT = 2
 _TABLE = -1  # not a text type: a table's rows
 _GROUP, _SHAPE, _CHILD_ANCHOR, _CLIENT_TEXTBOX = 0xF003, 0xF004, 0xF00F, 0xF00D  # OfficeArt drawing records
-_BSTORE, _FBSE, _FOPT = 0xF001, 0xF007, 0xF00B  # the picture store, one entry of it, a shape's properties
-_PIB, _FILL_BLIP = 0x0104, 0x0186  # shape properties naming a store entry: the picture, a picture fill
-
-
-def _records(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(type, instance, body start, body end) of the records in [start, end), in order."""
-    pos = start
-    while pos + 8 <= end:
-        ver_inst, kind, size = struct.unpack_from("<HHI", data, pos)
-        body = pos + 8
-        if body + size > end:
-            return
-        yield kind, ver_inst >> 4, body, body + size
-        pos = body + size
-
-
-def _is_container(data: bytes, start: int) -> bool:
-    return data[start - 8] & 0x0F == 0x0F
-
-
-def _walk(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """Every record under [start, end), depth first, in file order."""
-    for kind, inst, body, stop in _records(data, start, end):
-        yield kind, inst, body, stop
-        if _is_container(data, body):
-            yield from _walk(data, body, stop)
+_BSTORE, _FBSE = 0xF001, 0xF007  # the picture store, one entry of it
 
 
 def _texts(data: bytes, start: int, end: int) -> list[tuple[int, str]]:
     """(text type, text) of every text atom under [start, end), typed by the header before it."""
     out, text_type = [], 4  # 4: "other"
-    for kind, _, body, stop in _walk(data, start, end):
+    for kind, _, body, stop in art_walk(data, start, end):
         if kind == _TEXT_HEADER and stop - body >= 4:
             text_type, = struct.unpack_from("<I", data, body)
         elif kind == _TEXT_CHARS:
@@ -79,11 +53,11 @@ def _grid(data: bytes, start: int, end: int) -> list[list[str]] | None:
     line up on, or None. A .ppt keeps a table as a group of one text box a cell (and the
     borders as lines); the group says nothing more a reader could rely on."""
     cells = {}
-    for kind, _, body, stop in _records(data, start, end):
+    for kind, _, body, stop in art_records(data, start, end):
         if kind != _SHAPE:
             continue
         anchor = text = None
-        for sub, _, sub_body, sub_stop in _records(data, body, stop):
+        for sub, _, sub_body, sub_stop in art_records(data, body, stop):
             if sub == _CHILD_ANCHOR and sub_stop - sub_body >= 16:
                 anchor = struct.unpack_from("<4i", data, sub_body)
             elif sub == _CLIENT_TEXTBOX:
@@ -106,12 +80,12 @@ def _shapes(data: bytes, start: int, end: int) -> list[tuple[int, str | list[lis
     """What a slide's drawing holds, in order: (text type, text), or (_TABLE, rows) for a group
     of shapes laid out as a table."""
     out: list = []
-    for kind, _, body, stop in _records(data, start, end):
+    for kind, _, body, stop in art_records(data, start, end):
         if kind == _GROUP and (rows := _grid(data, body, stop)) is not None:
             out.append((_TABLE, rows))
         elif kind == _CLIENT_TEXTBOX:  # a text box: its header types the text atoms after it
             out.extend(_texts(data, body, stop))
-        elif _is_container(data, body):
+        elif is_container(data, body):
             out.extend(_shapes(data, body, stop))
     return out
 
@@ -120,25 +94,11 @@ def _picture_store(doc: bytes, document: tuple[int, int]) -> list[int | None]:
     """Where each entry of the document's picture store (BStore) lies in the Pictures stream
     (its foDelay; None for an entry that holds no offset), in store order: a shape names its
     picture by position in this list, counted from 1."""
-    for kind, _, body, stop in _walk(doc, *document):
+    for kind, _, body, stop in art_walk(doc, *document):
         if kind == _BSTORE:
             return [struct.unpack_from("<I", doc, sub_body + 28)[0] if sub == _FBSE and sub_stop - sub_body >= 36 else None
-                    for sub, _, sub_body, sub_stop in _records(doc, body, stop)]
+                    for sub, _, sub_body, sub_stop in art_records(doc, body, stop)]
     return []
-
-
-def _pictures_shown(doc: bytes, slide: tuple[int, int]) -> list[int]:
-    """The picture store entries (from 1) a slide's shapes show, as a picture or as a picture
-    fill (a scanned page laid over a whole slide), in drawing order."""
-    shown: list[int] = []
-    for kind, count, body, stop in _walk(doc, *slide):
-        if kind != _FOPT:
-            continue
-        for at in range(body, min(stop, body + 6 * count) - 5, 6):
-            prop, value = struct.unpack_from("<HI", doc, at)
-            if prop & 0x3FFF in (_PIB, _FILL_BLIP) and prop & 0x4000 and value not in shown:  # 0x4000: a store index
-                shown.append(value)
-    return shown
 
 
 def _picture_at(pictures: bytes, offset: int | None) -> bytes | None:
@@ -208,15 +168,15 @@ def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         raise UnreadableDocument("corrupt", "the presentation's document record is damaged")
     slides: list[tuple[int, list[tuple[int, str]]]] = []  # (slide persist id, placeholder texts)
     notes_pages: dict[int, int] = {}  # notes id → its persist id
-    for kind, inst, body, stop in _records(doc, *document):
+    for kind, inst, body, stop in art_records(doc, *document):
         if kind == _SLIDE_LIST and inst == 0:
-            for sub, _, sub_body, sub_stop in _records(doc, body, stop):
+            for sub, _, sub_body, sub_stop in art_records(doc, body, stop):
                 if sub == _SLIDE_PERSIST:
                     slides.append((struct.unpack_from("<I", doc, sub_body)[0], []))
                 elif sub in (_TEXT_HEADER, _TEXT_CHARS, _TEXT_BYTES) and slides:
                     slides[-1][1].extend(_texts(doc, sub_body - 8, sub_stop))
         elif kind == _SLIDE_LIST and inst == 2:
-            for sub, _, sub_body, sub_stop in _records(doc, body, stop):
+            for sub, _, sub_body, sub_stop in art_records(doc, body, stop):
                 if sub == _SLIDE_PERSIST and sub_stop - sub_body >= 16:
                     persist_id, _, _, notes_id = struct.unpack_from("<IIII", doc, sub_body)
                     notes_pages[notes_id] = persist_id
@@ -236,7 +196,7 @@ def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
                 builder.add_table(text, page=page)
             elif text_type not in _TITLES and text_type != _NOTES_TEXT:
                 _add_text(builder, text, page, "list_item" if text_type in _BULLETED else "paragraph")
-        for entry in _pictures_shown(doc, slide) if slide and store else []:
+        for entry in pictures_shown(doc, *slide) if slide and store else []:
             blob = _picture_at(stored_pictures, store[entry - 1]) if 0 < entry <= len(store) else None
             if blob:
                 pictures.add_text(builder, blob, page=page)
@@ -255,7 +215,7 @@ def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
 
 def _notes_id(doc: bytes, slide: tuple[int, int]) -> int:
     """The id of a slide's notes page (SlideAtom.notesIdRef; 0: none)."""
-    for kind, _, body, stop in _records(doc, *slide):
+    for kind, _, body, stop in art_records(doc, *slide):
         if kind == _SLIDE_ATOM and stop - body >= 20:
             return struct.unpack_from("<I", doc, body + 16)[0]
     return 0

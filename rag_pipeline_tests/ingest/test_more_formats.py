@@ -928,17 +928,32 @@ def test_an_extension_version_re_parses_only_that_extensions_files():
 # ---------------------------------------------------------------- pictures in 97-2003 files
 
 
-def test_a_picture_in_an_xls_is_ocrd_after_its_rows():
-    """The scan pasted into an Excel 97-2003 sheet (its PNG blip in the workbook's drawing group,
-    split over BIFF records): read as the scan alone reads, after the rows, each paragraph with its
-    confidence."""
+def test_a_picture_in_an_xls_is_ocrd_after_the_rows_of_its_sheet():
+    """Three sheets, the scan pasted on the second (LibreOffice's .xls: its PNG blip in the
+    workbook's picture store, split over BIFF records, named by a shape in that sheet's drawing
+    records): its text after that sheet's rows, on its page and under its name, before the third
+    sheet — where the .xlsx it was saved from puts it — read as the scan alone reads."""
     doc = parse_file(FILES / "扫描件.xls")
-    own = [b.text for b in doc.blocks if b.kind != "ocr_text"]
-    ocr = [b for b in doc.blocks if b.kind == "ocr_text"]
-    assert own == ["项目: 安全; 说明: 见下图"] and doc.blocks[: len(own)] == [b for b in doc.blocks if b.kind != "ocr_text"]
+    rows = [(b.text, b.page, b.sheet) for b in doc.blocks if b.kind != "ocr_text"]
+    assert rows == [("项目: 培训; 说明: 每年一次", 1, "概览"), ("项目: 安全; 说明: 见下图", 2, "须知"), ("项目: 签字; 说明: 培训后签字", 3, "结束")]
+    ocr = doc.blocks[2:-1]
     assert [b.text for b in ocr] == [b.text for b in parse_file(SAFETY_SCAN).blocks]
-    assert all(b.ocr_confidence and b.heading_path == () for b in ocr) and doc.ocr_used
-    assert doc.warnings[-1] == "1 embedded picture(s) OCR'd"
+    assert all(b.kind == "ocr_text" and b.ocr_confidence and (b.page, b.sheet, b.heading_path) == (2, "须知", ("须知",)) for b in ocr)
+    assert doc.ocr_used and doc.warnings[-1] == "1 embedded picture(s) OCR'd"
+
+
+def test_xls_pictures_no_sheet_shows_are_read_after_the_last_sheet():
+    """The picture store's entries no sheet's shapes name (a chart's, or drawing records not
+    followed) are read after the last sheet: none is lost."""
+    from rag_pipeline.ingest.office_art import xls_sheet_pictures
+
+    with olefile.OleFileIO(str(FILES / "扫描件.xls")) as ole:
+        workbook = ole.openstream("Workbook").read()
+    by_sheet, rest = xls_sheet_pictures(workbook)
+    assert [len(v) for v in by_sheet.values()] == [1] and list(by_sheet) == ["须知"] and rest == []
+    unnamed = workbook.replace(b"\x04\x41", b"\x04\x01")  # the shape's pib property no longer marked a store index
+    assert unnamed != workbook and len(unnamed) == len(workbook)
+    assert xls_sheet_pictures(unnamed) == ({}, by_sheet["须知"])
 
 
 def test_an_inline_picture_in_a_doc_is_read_where_it_stands():
