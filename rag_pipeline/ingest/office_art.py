@@ -4,8 +4,8 @@ blip records hold ([MS-ODRAW] 2.2.23-2.2.31: JPEG, PNG, DIB, TIFF), for ingest.p
 Where a picture sits (which paragraph, slide or cell) is in each format's own drawing records;
 this reads the pictures, and an .xls's pictures by sheet (:func:`xls_sheet_pictures`). The .ppt
 reader places each on its slide (slides_binary.py, through the picture store), the .doc reader an
-inline one after its paragraph (word_binary.py, through the character's picture location), the
-.xls reader each after its sheet's rows; the rest go after the document's own text (the OOXML and
+inline one after its paragraph (word_binary.py, through the character's picture location) and a
+floating one after the paragraph holding its anchor, the .xls reader each after its sheet's rows; the rest go after the document's own text (the OOXML and
 OpenDocument readers place every picture where it is). Metafiles (EMF, WMF, PICT) are not raster
 images and are skipped, as they are there.
 """
@@ -118,18 +118,23 @@ def art_walk(data: bytes, start: int, end: int) -> Iterator[tuple[int, int, int,
             yield from art_walk(data, body, stop)
 
 
-def _store_pictures(drawing_group: bytes) -> list[bytes | None]:
-    """The raster picture each entry of the picture store (BStore) holds, in store order (a
-    shape names one by its place, from 1): in an .xls the blip follows its entry's 36-byte header
-    and name; None for an entry holding none (a metafile, an empty slot)."""
-    for kind, _, body, stop in art_walk(drawing_group, 0, len(drawing_group)):
+def store_pictures(data: bytes, start: int, end: int, delayed: bytes = b"") -> list[bytes | None]:
+    """The raster picture each entry of the first picture store (BStore) under [start, end) holds,
+    in store order (a shape names one by its place, from 1): the blip after the entry's 36-byte
+    header and name (.xls), else the one at its foDelay offset of `delayed` (a .doc's WordDocument
+    stream); None for an entry holding none (a metafile, an empty slot)."""
+    for kind, _, body, stop in art_walk(data, start, end):
         if kind == _BSTORE:
-            entries = []
-            for sub, _, sub_body, sub_stop in art_records(drawing_group, body, stop):
+            entries: list[bytes | None] = []
+            for sub, _, sub_body, sub_stop in art_records(data, body, stop):
                 if sub != _FBSE or sub_stop - sub_body < 36:
                     continue
-                name_bytes = drawing_group[sub_body + 33]
-                entries.append(next(blips(drawing_group[sub_body + 36 + name_bytes : sub_stop]), None))
+                picture = next(blips(data[sub_body + 36 + data[sub_body + 33] : sub_stop]), None)
+                offset, = struct.unpack_from("<I", data, sub_body + 28)
+                if picture is None and offset + 8 <= len(delayed):
+                    length, = struct.unpack_from("<I", delayed, offset + 4)
+                    picture = next(blips(delayed[offset : offset + 8 + length]), None)
+                entries.append(picture)
             return entries
     return []
 
@@ -160,9 +165,17 @@ def _sheet_name(body: bytes) -> str:
 def xls_sheet_pictures(workbook: bytes) -> tuple[dict[str, list[bytes]], list[bytes]]:
     """An .xls Workbook stream's raster pictures by the sheet (name) whose shapes show them, in
     drawing order, and the pictures no sheet shows (a chart's, or drawing records this does not
-    follow), in store order: read after the last sheet, so nothing is lost."""
+    follow), in store order: read after the last sheet, so nothing is lost. Damaged drawing
+    records lose where the pictures sit, not the pictures: all of them are then "no sheet's"."""
     drawing_group = xls_drawing_group(workbook)
-    store = _store_pictures(drawing_group)
+    try:
+        return _by_sheet(workbook, drawing_group)
+    except (struct.error, IndexError, RecursionError):
+        return {}, list(blips(drawing_group))
+
+
+def _by_sheet(workbook: bytes, drawing_group: bytes) -> tuple[dict[str, list[bytes]], list[bytes]]:
+    store = store_pictures(drawing_group, 0, len(drawing_group))
     sheets: dict[int, str] = {}  # the offset of a sheet's BOF -> its name
     drawings: dict[str, list[bytes]] = {}
     open_streams: list[str | None] = []  # substreams nest: an embedded chart's inside its sheet's

@@ -5,7 +5,8 @@ the latter for any Chinese), listed in order by the piece table in the ``0Table`
 stream. Paragraphs end in ``\\r``; a table cell ends in ``\\x07`` and so does a row, whose end
 mark is told from an empty cell's by its paragraph properties (``sprmPFTtp`` in the PAPX
 formatting pages). Fields keep their result, not their code (``{ PAGE }`` → ``3``); an inline
-picture's OCR'd text follows its paragraph (floating ones after the text), comment anchors are
+picture's OCR'd text follows its paragraph, a floating one's the paragraph it is anchored in (pictures
+no shape or character places, after the text), comment anchors are
 dropped, a footnote's or endnote's text is put in brackets where it is cited
 (the .odt/.docx readers' rule), a text box's paragraphs follow the paragraph its shape is anchored
 in. Headings are paragraphs in the built-in heading styles (or with an outline level of their own).
@@ -24,7 +25,7 @@ import olefile
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
-from rag_pipeline.ingest.office_art import blips
+from rag_pipeline.ingest.office_art import art_records, art_walk, blips, pictures_shown, store_pictures
 from rag_pipeline.ingest.ole import ole_title
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.table_grid import RowLayout, grid_rows
@@ -34,6 +35,8 @@ _OLDER_WORD_IDENTS = {0xA5DC, 0xA5DB}  # Word 6.0/95, Word 2.0
 _FC_STSHF, _FC_CLX, _FC_PLCF_BTE_CHPX, _FC_PLCF_BTE_PAPX = 1, 33, 12, 13  # indexes into FibRgFcLcb97
 _FC_FOOTNOTE_REF, _FC_FOOTNOTE_TXT, _FC_ENDNOTE_REF, _FC_ENDNOTE_TXT = 2, 3, 46, 47
 _FC_SHAPE_ANCHORS, _FC_TEXT_BOX_STORIES = 40, 56  # PlcSpaMom (FSPA: 26 bytes), PlcftxbxTxt (FTXBXS: 22 bytes)
+_FC_DRAWINGS = 50  # OfficeArtContent: the picture store, then each drawing (a label byte before it)
+_SHAPE, _SHAPE_ID = 0xF004, 0xF00A  # an OfficeArt shape's container; its FSP (the shape id first)
 _SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x2416, 0x2417, 0x244C, 0xD608
 _SPRM_P_OUT_LVL = 0x2640  # a paragraph's own outline level (0-8; 9 = body text)
 _SPRM_P_ILFO = 0x460B  # the paragraph's list (0: none)
@@ -293,6 +296,39 @@ def _picture_runs(word: bytes, table: bytes, fc: int, lcb: int) -> list[tuple[in
     return sorted(runs)
 
 
+def _floating_pictures(word: bytes, table: bytes, fc_lcb: list[tuple[int, int]]) -> dict[int, list[bytes]]:
+    """CP of a floating shape's anchor in the main text -> the raster pictures it shows: PlcSpaMom
+    gives each anchor's shape id (FSPA.spid); that shape's properties in the drawings name a
+    picture store entry (pib), whose blip lies in the WordDocument stream (foDelay)."""
+    anchors, shapes = _plc(table, *fc_lcb[_FC_SHAPE_ANCHORS], 26)
+    fc, lcb = fc_lcb[_FC_DRAWINGS]
+    if not shapes or not lcb or fc + lcb > len(table):
+        return {}
+    art = table[fc:fc + lcb]
+    group = next(art_records(art, 0, len(art)), None)
+    if group is None:
+        return {}
+    store = store_pictures(art, group[2], group[3], word)
+    shown: dict[int, list[int]] = {}  # shape id -> the store entries it shows
+    position = group[3]
+    while position + 9 <= len(art):  # each drawing: a label byte, then its container
+        drawing = next(art_records(art, position + 1, len(art)), None)
+        if drawing is None:
+            break
+        for kind, _, body, stop in art_walk(art, drawing[2], drawing[3]):
+            shape_id = next((struct.unpack_from("<i", art, b)[0] for k, _, b, e in art_records(art, body, stop)
+                             if k == _SHAPE_ID and e - b >= 4), None) if kind == _SHAPE else None
+            if shape_id is not None:
+                shown[shape_id] = pictures_shown(art, body, stop)
+        position = drawing[3]
+    out: dict[int, list[bytes]] = {}
+    for cp, shape in zip(anchors, shapes):
+        for entry in shown.get(struct.unpack_from("<i", shape)[0], ()):
+            if 1 <= entry <= len(store) and (picture := store[entry - 1]) is not None:
+                out.setdefault(cp, []).append(picture)
+    return out
+
+
 def _picture_at(data: bytes, offset: int) -> bytes | None:
     """The raster picture in the PICF (and the OfficeArt data after it) at `offset` of the Data
     stream; its first four bytes are the whole record's length."""
@@ -332,8 +368,9 @@ class _Fields:
 
 def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     """Parse a Word 97-2003 .doc into paragraph and table_row blocks (a table's first row its header);
-    an inline picture's OCR'd text follows its paragraph (its table, in a cell), the other pictures
-    are OCR'd after the text (ingest.office_art, ingest.pictures)."""
+    an inline picture's OCR'd text follows its paragraph (its table, in a cell), a floating one's
+    the paragraph it is anchored in, the other pictures are OCR'd after the text
+    (ingest.office_art, ingest.pictures)."""
     with olefile.OleFileIO(str(path)) as ole:
         if not ole.exists("WordDocument"):
             raise UnreadableDocument("unsupported_format", "an OLE file without a WordDocument stream (not a Word document)")
@@ -354,6 +391,10 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         **_notes(word, table, pieces, fc_lcb[_FC_ENDNOTE_REF], fc_lcb[_FC_ENDNOTE_TXT], sum(ccps[:5])),
     } if len(fc_lcb) > _FC_ENDNOTE_TXT and len(ccps) > 5 else {}
     boxes = _text_boxes(word, table, pieces, fc_lcb, sum(ccps[:6])) if len(fc_lcb) > _FC_TEXT_BOX_STORIES and len(ccps) > 6 else {}
+    try:
+        floating = _floating_pictures(word, table, fc_lcb) if len(fc_lcb) > _FC_DRAWINGS else {}
+    except (struct.error, IndexError, RecursionError):  # damaged drawings: those pictures follow the text, as before
+        floating = {}
     anchored: list[str] = []  # text boxes anchored in the paragraph being read: added after it
     ends, paragraphs = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
     picture_runs = _picture_runs(word, table, *fc_lcb[_FC_PLCF_BTE_CHPX]) if data else []
@@ -390,6 +431,7 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             if notes.get(cp):  # the note's reference mark (\x02, or the author's own mark)
                 current.append(f" ({notes[cp]})")
             anchored.extend(boxes.get(cp, ()))
+            inline.extend(floating.get(cp, ()))  # a floating picture: after the paragraph it is anchored in
             continue
         text = "".join(current).translate(_TRANSLATE).strip()
         current = []

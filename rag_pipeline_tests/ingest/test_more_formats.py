@@ -966,6 +966,16 @@ def test_an_inline_picture_in_a_doc_is_read_where_it_stands():
     assert all(b.ocr_confidence for b in doc.blocks if b.kind == "ocr_text") and doc.warnings == ["1 embedded picture(s) OCR'd"]
 
 
+def test_a_floating_picture_in_a_doc_is_read_after_the_paragraph_it_is_anchored_in():
+    """The scan floating beside the second of three paragraphs (LibreOffice's .doc: a shape anchored
+    in that paragraph, PlcSpaMom naming its id, its properties a picture store entry whose blip is in
+    the WordDocument stream): its text between the second and the third, as the scan alone reads."""
+    doc = parse_file(FILES / "浮动扫描件.doc")
+    read_alone = [b.text for b in parse_file(SAFETY_SCAN).blocks]
+    assert [b.text for b in doc.blocks] == ["第一段：安全培训的安排。", "第二段：扫描件浮动在此段右侧。", *read_alone, "第三段：培训结束后签字。"]
+    assert all(b.ocr_confidence for b in doc.blocks if b.kind == "ocr_text") and doc.warnings == ["1 embedded picture(s) OCR'd"]
+
+
 def test_a_picture_in_a_ppt_is_read_on_the_slide_that_shows_it():
     """Three slides, the scan on the second (LibreOffice's .ppt: the picture's blip in the Pictures
     stream, named by the shape's `pib` through the picture store): its text on page 2, under that
