@@ -2,10 +2,11 @@
 blip records hold ([MS-ODRAW] 2.2.23-2.2.31: JPEG, PNG, DIB, TIFF), for ingest.pictures to OCR.
 
 Where a picture sits (which paragraph, slide or cell) is in each format's own drawing records;
-this reads the pictures, and an .xls's pictures by sheet (:func:`xls_sheet_pictures`). The .ppt
-reader places each on its slide (slides_binary.py, through the picture store), the .doc reader an
-inline one after its paragraph (word_binary.py, through the character's picture location) and a
-floating one after the paragraph holding its anchor, the .xls reader each after its sheet's rows; the rest go after the document's own text (the OOXML and
+this reads the pictures, the picture store shapes name them by (:func:`store_pictures`) and an
+.xls's pictures by sheet (:func:`xls_sheet_pictures`). The .ppt reader places each on its slide
+(slides_binary.py), the .doc reader an inline one after its paragraph (word_binary.py, through the
+character's picture location) and a floating one after the paragraph holding its anchor, the .xls
+reader each after its sheet's rows; the rest go after the document's own text (the OOXML and
 OpenDocument readers place every picture where it is). Metafiles (EMF, WMF, PICT) are not raster
 images and are skipped, as they are there.
 """
@@ -122,12 +123,13 @@ def store_pictures(data: bytes, start: int, end: int, delayed: bytes = b"") -> l
     """The raster picture each entry of the first picture store (BStore) under [start, end) holds,
     in store order (a shape names one by its place, from 1): the blip after the entry's 36-byte
     header and name (.xls), else the one at its foDelay offset of `delayed` (a .doc's WordDocument
-    stream); None for an entry holding none (a metafile, an empty slot)."""
+    stream, a .ppt's Pictures stream); None for an entry holding none (a metafile, an empty slot)."""
     for kind, _, body, stop in art_walk(data, start, end):
         if kind == _BSTORE:
             entries: list[bytes | None] = []
             for sub, _, sub_body, sub_stop in art_records(data, body, stop):
-                if sub != _FBSE or sub_stop - sub_body < 36:
+                if sub != _FBSE or sub_stop - sub_body < 36:  # still an entry: later ones keep their places
+                    entries.append(None)
                     continue
                 picture = next(blips(data[sub_body + 36 + data[sub_body + 33] : sub_stop]), None)
                 offset, = struct.unpack_from("<I", data, sub_body + 28)

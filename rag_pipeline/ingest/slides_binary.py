@@ -19,7 +19,7 @@ import olefile
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
-from rag_pipeline.ingest.office_art import art_records, art_walk, blips, is_container, pictures_shown
+from rag_pipeline.ingest.office_art import art_records, art_walk, blips, is_container, pictures_shown, store_pictures
 from rag_pipeline.ingest.ole import ole_title
 from rag_pipeline.ingest.pictures import PictureReader
 
@@ -32,7 +32,6 @@ _BULLETED = {1, 7, 8}  # body, half body, quarter body: bulleted by the master
 _NOTES_TEXT = 2
 _TABLE = -1  # not a text type: a table's rows
 _GROUP, _SHAPE, _CHILD_ANCHOR, _CLIENT_TEXTBOX = 0xF003, 0xF004, 0xF00F, 0xF00D  # OfficeArt drawing records
-_BSTORE, _FBSE = 0xF001, 0xF007  # the picture store, one entry of it
 
 
 def _texts(data: bytes, start: int, end: int) -> list[tuple[int, str]]:
@@ -88,25 +87,6 @@ def _shapes(data: bytes, start: int, end: int) -> list[tuple[int, str | list[lis
         elif is_container(data, body):
             out.extend(_shapes(data, body, stop))
     return out
-
-
-def _picture_store(doc: bytes, document: tuple[int, int]) -> list[int | None]:
-    """Where each entry of the document's picture store (BStore) lies in the Pictures stream
-    (its foDelay; None for an entry that holds no offset), in store order: a shape names its
-    picture by position in this list, counted from 1."""
-    for kind, _, body, stop in art_walk(doc, *document):
-        if kind == _BSTORE:
-            return [struct.unpack_from("<I", doc, sub_body + 28)[0] if sub == _FBSE and sub_stop - sub_body >= 36 else None
-                    for sub, _, sub_body, sub_stop in art_records(doc, body, stop)]
-    return []
-
-
-def _picture_at(pictures: bytes, offset: int | None) -> bytes | None:
-    """The raster picture of the blip record at `offset` of the Pictures stream, if there is one."""
-    if offset is None or offset + 8 > len(pictures):
-        return None
-    length, = struct.unpack_from("<I", pictures, offset + 4)
-    return next(blips(pictures[offset : offset + 8 + length]), None)
 
 
 def _persist_offsets(doc: bytes, edit: int) -> tuple[dict[int, int], int]:
@@ -182,7 +162,7 @@ def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
                     notes_pages[notes_id] = persist_id
     builder = BlockBuilder()
     pictures = PictureReader(ocr_lang)
-    store = _picture_store(doc, document) if stored_pictures else []
+    store = store_pictures(doc, *document, delayed=stored_pictures) if stored_pictures else []
     for page, (persist_id, placeholders) in enumerate(slides, start=1):
         builder.reset_headings()
         slide = _body(doc, offsets.get(persist_id, len(doc)), _SLIDE)
@@ -197,7 +177,7 @@ def parse_ppt(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             elif text_type not in _TITLES and text_type != _NOTES_TEXT:
                 _add_text(builder, text, page, "list_item" if text_type in _BULLETED else "paragraph")
         for entry in pictures_shown(doc, *slide) if slide and store else []:
-            blob = _picture_at(stored_pictures, store[entry - 1]) if 0 < entry <= len(store) else None
+            blob = store[entry - 1] if 0 < entry <= len(store) else None
             if blob:
                 pictures.add_text(builder, blob, page=page)
         notes_id = _notes_id(doc, slide) if slide else 0
