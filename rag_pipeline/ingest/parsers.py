@@ -26,6 +26,7 @@ from rag_pipeline.ingest.pdf import parse_pdf
 from rag_pipeline.ingest.plain_text import parse_txt
 from rag_pipeline.ingest.rest_text import parse_rst
 from rag_pipeline.ingest.rich_text import looks_like_rtf, parse_rtf
+from rag_pipeline.ingest.serialize import READ_AS
 from rag_pipeline.ingest.sheet_xml import looks_like_sheet_xml, parse_sheet_xml
 from rag_pipeline.ingest.sheets import parse_xls, parse_xlsx
 from rag_pipeline.ingest.slides import parse_pptx
@@ -89,7 +90,8 @@ _TEXT_PARSERS: dict[str, Callable[[pathlib.Path], ParsedDocument]] = {
 }
 # Kingsoft WPS Office's own extensions: its files are Microsoft's 97-2003 binary formats under
 # names of its own (LibreOffice opens them with its Word, Excel and PowerPoint filters), read as those.
-_KINGSOFT = {".wps": ".doc", ".wpt": ".doc", ".et": ".xls", ".ett": ".xls", ".dps": ".ppt", ".dpt": ".ppt"}
+# The map lives with the cache keys, which carry the reader's version for these extensions.
+_KINGSOFT = READ_AS
 _WORKS_HINT = "Microsoft Works? open it in Word and save it as .docx"
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_TEXT_PARSERS) | frozenset(_KINGSOFT) | frozenset(IMAGE_EXTENSIONS) | {".pdf"}
 

@@ -39,7 +39,8 @@ PARSE_CACHE_VERSION = 7
 # the message read as a forwarded one (python-oxmsg gave it empty: named, not read). .xls 3: a
 # picture's text after the rows of the sheet that shows it (was after the last sheet, no page).
 # .doc 6: a floating picture's text after the paragraph it is anchored in (was after the text).
-# WPS 3: read by the .doc/.xls/.ppt readers, so their changes are its (.doc 5 and .ppt 2 missed it).
+# WPS 3: read by the .doc/.xls/.ppt readers, so their changes are its (.doc 5 and .ppt 2 missed it);
+# since then its key carries its reader's version itself (READ_AS), so such a miss cannot recur.
 EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
@@ -50,11 +51,26 @@ EXTENSION_VERSIONS = {
 }
 
 
-def parse_cache_key(sha256: str, ocr_lang: str, suffix: str) -> str:
-    """Content, OCR languages and extension: the same bytes named .txt and .exe parse differently."""
+# Kingsoft WPS Office's own extensions: Microsoft's 97-2003 formats under names of its own, always
+# read by that format's reader (ingest.parsers dispatches by this map). Their key carries the reader's
+# version too, so a change to the .doc, .xls or .ppt reader re-parses them with no second bump to forget.
+READ_AS = {".wps": ".doc", ".wpt": ".doc", ".et": ".xls", ".ett": ".xls", ".dps": ".ppt", ".dpt": ".ppt"}
+
+
+def extension_version(suffix: str) -> str:
+    """The parse version of one extension's files: the cache's, the extension's own and, for an
+    extension read by another's reader, that reader's."""
     suffix = suffix.lower()
     own = EXTENSION_VERSIONS.get(suffix)
     version = f"v{PARSE_CACHE_VERSION}" + (f".{own}" if own else "")
+    reader = READ_AS.get(suffix)
+    return version + (f"+{EXTENSION_VERSIONS.get(reader, 0)}" if reader else "")
+
+
+def parse_cache_key(sha256: str, ocr_lang: str, suffix: str) -> str:
+    """Content, OCR languages and extension: the same bytes named .txt and .exe parse differently."""
+    suffix = suffix.lower()
+    version = extension_version(suffix)
     return hashlib.sha256(f"{version}\0{ocr_lang}\0{suffix}\0{sha256}".encode()).hexdigest()
 
 

@@ -925,6 +925,22 @@ def test_an_extension_version_re_parses_only_that_extensions_files():
     assert len(set(keys.values())) == 4
 
 
+@pytest.mark.parametrize("reader", [".doc", ".xls", ".ppt"])
+def test_a_readers_version_re_parses_the_wps_files_it_reads(reader, monkeypatch):
+    """WPS Office's extensions are read by the .doc/.xls/.ppt readers: bumping a reader's version
+    re-parses its WPS files too (session 51 bumped .doc and .ppt and forgot them), and only those."""
+    from rag_pipeline.ingest import parsers, serialize
+
+    assert parsers._KINGSOFT is serialize.READ_AS  # the dispatch and the keys read one map
+    sha = "cd" * 32
+    suffixes = sorted(serialize.READ_AS) + [".doc", ".xls", ".ppt", ".docx", ".pdf"]
+    before = {x: serialize.parse_cache_key(sha, "eng+chi_sim", x) for x in suffixes}
+    monkeypatch.setitem(serialize.EXTENSION_VERSIONS, reader, serialize.EXTENSION_VERSIONS[reader] + 1)
+    after = {x: serialize.parse_cache_key(sha, "eng+chi_sim", x) for x in suffixes}
+    changed = {x for x in suffixes if before[x] != after[x]}
+    assert changed == {reader} | {x for x, r in serialize.READ_AS.items() if r == reader}
+
+
 # ---------------------------------------------------------------- pictures in 97-2003 files
 
 
