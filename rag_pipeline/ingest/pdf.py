@@ -47,6 +47,7 @@ from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.document import ParsedDocument, TextBlock, UnreadableDocument
 from rag_pipeline.ingest.image import ocr_frames
 from rag_pipeline.ingest.ocr import OcrEngineError, OcrTimeout
+from rag_pipeline.ingest.pdf_fields import page_field_lines
 from rag_pipeline.ingest.textutil import has_words, join_lines, squash
 
 # pdfminer logs a warning per malformed font descriptor; in a corpus that is noise.
@@ -362,6 +363,7 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     ocr_words, ocr_conf_sum, ocr_pages = 0, 0.0, 0
     page_facts: list[dict] = []
     pages: list[tuple[int, list[tuple[str, object]]]] = []
+    fields: dict[int, list[str]] = {}  # page -> its filled form values and typed-on text (pdf_fields)
     ocr_jobs: list[_OcrJob] = []
     meta_title: str | None = None
     page_count = 0
@@ -402,6 +404,7 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
                     ocr_jobs.append(_OcrJob(len(pages), page_no, width, height, facts.native_dpi, reason))
                 # The text layer stays as the fallback for pages whose OCR finds nothing.
                 pages.append((page_no, _page_text(facts, tables)))
+                fields[page_no] = page_field_lines(page)  # drawn apart from the content stream: an OCR of the page may miss them too
                 heartbeat.beat()  # a page read: a long document is progressing, not hung (pool.py)
             meta_title = _meta_title(doc)
     finally:
@@ -433,6 +436,8 @@ def parse_pdf(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             else:
                 text = value[0]  # type: ignore[index]
                 builder.add(text, "title" if page_no == 1 and text == title else "paragraph", page=page_no)
+        for text in fields.get(page_no, ()):
+            builder.add(text, "paragraph", page=page_no)
     if page_count == 0:
         raise UnreadableDocument("corrupt", "PDF has no pages")
     if not builder.blocks and any("timeout" in n for n in notes):

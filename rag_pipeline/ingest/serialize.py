@@ -41,11 +41,13 @@ PARSE_CACHE_VERSION = 7
 # .doc 6: a floating picture's text after the paragraph it is anchored in (was after the text).
 # WPS 3: read by the .doc/.xls/.ppt readers, so their changes are its (.doc 5 and .ppt 2 missed it);
 # since then its key carries its reader's version itself (READ_AS), so such a miss cannot recur.
+# .pdf 1: a filled form's values and FreeText annotations read (were lost: drawn apart from the page's
+# content stream). Every PDF is parsed again once, its scanned pages OCR'd again.
 EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
     **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 2),
-    ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 6, ".ppt": 2, ".xml": 4, ".rtf": 1, ".xls": 3, ".msg": 4, ".eml": 2,
+    ".pdf": 1, ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 6, ".ppt": 2, ".xml": 4, ".rtf": 1, ".xls": 3, ".msg": 4, ".eml": 2,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 3),
     **dict.fromkeys((".rst", ".rest", ".org", ".heic", ".heif", ".json", ".jsonl", ".ndjson"), 1),  # were unsupported_format: that cached outcome must not stand
 }
