@@ -12,7 +12,8 @@ reader of the document sees and the structure the index needs:
   ``\\clmrg``) put back on the column grid as the .doc reader does;
 - footnotes and endnotes: their text in brackets where they are cited (the .odt/.docx readers' rule);
   a text box's paragraphs (``\\shptxt`` inside a shape) after the paragraph it is anchored in;
-- skipped: the font, colour and style tables, pictures and objects (their hex is most of a
+- skipped: text a tracked change deleted (``\\deleted``, until ``\\deleted0`` or ``\\plain``; inserted
+  text reads as the rest), the font, colour and style tables, pictures and objects (their hex is most of a
   file's bytes), headers and footers, comments, field instructions (a field's result is kept,
   but not a table of contents' or an index's), and every ``{\\*\\…}`` destination the reader
   does not know.
@@ -67,6 +68,7 @@ class _Group:
     destination: bytes = b""  # the destination word a skipped group is read for (fonttbl, stylesheet, info…)
     font: int | None = None
     unicode_skip: int = 1  # \ucN: fallback characters after each \uN
+    deleted: bool = False  # \deleted: a tracked deletion, not in the document as it reads
 
 
 @dataclass
@@ -137,6 +139,8 @@ class _Reader:
             self.pending.clear()
 
     def _emit(self, text: str, group: _Group) -> None:
+        if group.deleted and group.destination not in (b"fonttbl", b"stylesheet", b"title"):
+            return
         if group.skip:
             if group.destination in (b"fonttbl", b"stylesheet", b"title"):
                 self.entry["name"] = str(self.entry.get("name", "")) + text
@@ -247,6 +251,8 @@ class _Reader:
             group.font = param
         elif word == b"uc":
             group.unicode_skip = param or 0
+        elif word in (b"deleted", b"plain"):
+            group.deleted = word == b"deleted" and param != 0
         elif word == b"ansicpg" and param:
             self.codepage = param
         elif word in _WORD_CHARS:
@@ -259,6 +265,8 @@ class _Reader:
                 group.font = param
             elif word == b"uc":
                 group.unicode_skip = param or 0
+            elif word in (b"deleted", b"plain"):
+                group.deleted = word == b"deleted" and param != 0
             elif word == b"par" and group.destination == b"shptxt":
                 self.boxes.append("")
             elif word in (b"par", b"tab", b"line"):

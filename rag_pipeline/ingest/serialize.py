@@ -43,11 +43,13 @@ PARSE_CACHE_VERSION = 7
 # since then its key carries its reader's version itself (READ_AS), so such a miss cannot recur.
 # .pdf 1: a filled form's values and FreeText annotations read (were lost: drawn apart from the page's
 # content stream). Every PDF is parsed again once, its scanned pages OCR'd again.
+# Tracked changes read as accepted — .docx family 2 (inserted text, a content control's filled-in
+# value, a smart tag's or simple field's text were lost), .doc 7 and .rtf 2 (deleted text was read).
 EXTENSION_VERSIONS = {
-    **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 1),
+    **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 2),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
     **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 2),
-    ".pdf": 1, ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 6, ".ppt": 2, ".xml": 4, ".rtf": 1, ".xls": 3, ".msg": 4, ".eml": 2,
+    ".pdf": 1, ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 7, ".ppt": 2, ".xml": 4, ".rtf": 2, ".xls": 3, ".msg": 4, ".eml": 2,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 3),
     **dict.fromkeys((".rst", ".rest", ".org", ".heic", ".heif", ".json", ".jsonl", ".ndjson"), 1),  # were unsupported_format: that cached outcome must not stand
 }

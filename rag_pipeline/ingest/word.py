@@ -52,6 +52,55 @@ def _text_box_paragraphs(p, parent) -> list[str]:  # type: ignore[no-untyped-def
     return out
 
 
+# Inline wrappers python-docx's paragraph text does not look into (it reads a paragraph's own runs
+# and hyperlinks only): a tracked insertion or move, a content control (a form's filled-in date or
+# name), a smart tag, custom XML, a simple field (its result), bidirectional runs.
+_INLINE_WRAPPERS = tuple(qn(t) for t in ("w:ins", "w:moveTo", "w:sdt", "w:smartTag", "w:customXml", "w:fldSimple", "w:dir", "w:bdo"))
+_WRAPPER_PROPERTIES = tuple(qn(t) for t in ("w:sdtPr", "w:sdtEndPr", "w:smartTagPr", "w:customXmlPr"))
+_BLOCKS = {qn("w:p"), qn("w:tbl"), qn("w:tr"), qn("w:tc")}
+_REVISION_REMOVED = tuple(qn(t) for t in ("w:del", "w:moveFrom"))  # deleted, or moved away from here
+
+
+def _as_shown(root) -> None:  # type: ignore[no-untyped-def]
+    """Rewrite a loaded part's tree into what Word shows with its tracked changes accepted:
+    deleted and moved-away runs (and deleted table rows) removed, inserted and moved-here runs
+    and inline wrappers' runs made the paragraph's own. A content control still showing its
+    placeholder ("Click or tap here to enter text.") is removed wherever it stands; a filled-in
+    one's content is kept. Block-level content controls stay (``_body_items`` walks them).
+    Before this, a tracked insertion, a form's filled-in values and simple fields' results were
+    lost and nothing else. Done on the loaded tree; nothing is saved."""
+    for el in list(root.iter(*_REVISION_REMOVED)):
+        parent = el.getparent()
+        if parent is None:
+            continue
+        row = parent.getparent() if parent.tag == qn("w:trPr") else None
+        if row is not None and row.getparent() is not None:
+            row.getparent().remove(row)  # a deleted table row
+        else:
+            parent.remove(el)  # deleted runs, or only the mark of a deleted paragraph mark
+    for el in list(root.iter(*_INLINE_WRAPPERS)):
+        parent = el.getparent()
+        if parent is None:
+            continue
+        if el.tag == qn("w:sdt"):
+            if el.find(f"{qn('w:sdtPr')}/{qn('w:showingPlcHdr')}") is not None:
+                parent.remove(el)
+                continue
+            content = el.find(qn("w:sdtContent"))
+            if content is None or any(c.tag in _BLOCKS for c in content):
+                continue  # a block, row or cell content control: _body_items and _children walk it
+            _unwrap(el, parent)  # its sdtContent now stands in its place
+            el = content
+        _unwrap(el, parent)
+
+
+def _unwrap(el, parent) -> None:  # type: ignore[no-untyped-def]
+    """Put ``el``'s children (less its own properties) in its place."""
+    for child in reversed([c for c in el if c.tag not in _WRAPPER_PROPERTIES]):
+        el.addnext(child)
+    parent.remove(el)
+
+
 _NOTE_PARTS = {"footnotes": (qn("w:footnote"), qn("w:footnoteReference")), "endnotes": (qn("w:endnote"), qn("w:endnoteReference"))}
 
 
@@ -69,6 +118,7 @@ def _inline_notes(part, body) -> None:  # type: ignore[no-untyped-def]
             root = parse_xml(rel.target_part.blob)
         except etree.XMLSyntaxError:  # a damaged notes part costs the notes, not the document
             continue
+        _as_shown(root)
         notes = {
             note.get(qn("w:id")): squash(" ".join(p.text for p in note.iter(qn("w:p"))))
             for note in root.iter(note_tag)
@@ -281,6 +331,7 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     document = part.document
     body = document.element.body
     parent = document._body
+    _as_shown(body)
     _inline_notes(part, body)
     pictures = PictureReader(ocr_lang)
     builder = BlockBuilder()

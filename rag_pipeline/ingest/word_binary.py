@@ -10,7 +10,9 @@ no shape or character places, after the text), comment anchors are
 dropped, a footnote's or endnote's text is put in brackets where it is cited
 (the .odt/.docx readers' rule), a text box's paragraphs follow the paragraph its shape is anchored
 in. Headings are paragraphs in the built-in heading styles (or with an outline level of their own).
-Headers and footers are not read.
+Text a tracked change deleted (``sprmCFRMarkDel`` on its characters) is left out of the main text,
+inserted text read as the rest: the document as it reads with its changes accepted. Headers and
+footers are not read.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ _SPRM_P_F_IN_TABLE, _SPRM_P_F_TTP, _SPRM_P_F_INNER_TTP, _SPRM_T_DEF_TABLE = 0x24
 _SPRM_P_OUT_LVL = 0x2640  # a paragraph's own outline level (0-8; 9 = body text)
 _SPRM_P_ILFO = 0x460B  # the paragraph's list (0: none)
 _SPRM_C_PIC_LOCATION = 0x6A03  # a picture character's PICF offset in the Data stream
+_SPRM_C_F_RMARK_DEL = 0x0800  # the characters are a tracked deletion: not in the document as it reads
 _PICTURE = "\x01"  # an inline picture's character (with sprmCFSpec and sprmCPicLocation)
 _STI_TITLE = 62
 _SPRM_P_HUGE_PAPX = (0x6646, 0x6645)  # the paragraph's properties are too large for its page: in the Data stream
@@ -284,16 +287,20 @@ def _paragraph_runs(word: bytes, table: bytes, data: bytes, fc: int, lcb: int) -
     return [end for end, _ in runs], [paragraph for _, paragraph in runs]
 
 
-def _picture_runs(word: bytes, table: bytes, fc: int, lcb: int) -> list[tuple[int, int, int]]:
-    """(start, end, Data stream offset) of the character runs that carry a picture location, from
-    the CHPX formatting pages, sorted: an inline picture's ``\\x01`` lies in one of them."""
-    runs = []
+def _character_runs(word: bytes, table: bytes, fc: int, lcb: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """From the CHPX formatting pages, in one walk and sorted: (start, end, Data stream offset) of
+    the character runs that carry a picture location (an inline picture's ``\\x01`` lies in one),
+    and (start, end) of the runs a tracked change deleted (``sprmCFRMarkDel``)."""
+    pictures, deleted = [], []
     for start, end, page, offset in _formatting_runs(word, table, fc, lcb, 1):
         if offset:
-            location = _sprms(page[offset + 1:offset + 1 + page[offset]]).get(_SPRM_C_PIC_LOCATION, b"")
+            sprms = _sprms(page[offset + 1:offset + 1 + page[offset]])
+            location = sprms.get(_SPRM_C_PIC_LOCATION, b"")
             if len(location) == 4:
-                runs.append((start, end, struct.unpack("<I", location)[0]))
-    return sorted(runs)
+                pictures.append((start, end, struct.unpack("<I", location)[0]))
+            if sprms.get(_SPRM_C_F_RMARK_DEL, b"")[:1] in (b"\x01", b"\x81"):  # on, or the opposite of a style's off
+                deleted.append((start, end))
+    return sorted(pictures), sorted(deleted)
 
 
 def _floating_pictures(word: bytes, table: bytes, fc_lcb: list[tuple[int, int]]) -> dict[int, list[bytes]]:
@@ -397,7 +404,9 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         floating = {}
     anchored: list[str] = []  # text boxes anchored in the paragraph being read: added after it
     ends, paragraphs = _paragraph_runs(word, table, data, *fc_lcb[_FC_PLCF_BTE_PAPX])
-    picture_runs = _picture_runs(word, table, *fc_lcb[_FC_PLCF_BTE_CHPX]) if data else []
+    picture_runs, deleted = _character_runs(word, table, *fc_lcb[_FC_PLCF_BTE_CHPX])
+    picture_runs = picture_runs if data else []
+    deleted_starts = [start for start, _ in deleted]
     inline: list[bytes] = []  # pictures of the paragraph being read: OCR'd after it
     in_table: list[bytes] = []  # pictures of the table being read: OCR'd after it
     levels = heading_styles(table, *fc_lcb[_FC_STSHF])
@@ -415,6 +424,13 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         i = bisect.bisect_right(picture_runs, (fc, float("inf"), 0)) - 1
         return _picture_at(data, picture_runs[i][2]) if i >= 0 and picture_runs[i][0] <= fc < picture_runs[i][1] else None
 
+    def is_deleted(cp: int) -> bool:
+        """The character at ``cp`` is a tracked deletion (its paragraph and cell marks are kept:
+        the table's structure stands, merged paragraphs are read as two)."""
+        fc = pieces[bisect.bisect_right(piece_starts, cp) - 1].fc_of(cp)
+        i = bisect.bisect_right(deleted_starts, fc) - 1
+        return i >= 0 and deleted[i][0] <= fc < deleted[i][1]
+
     builder = BlockBuilder()
     rows: list[tuple[list[str], RowLayout]] = []
     cell: list[str] = []  # paragraphs of the cell being read
@@ -422,6 +438,8 @@ def parse_doc(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     current: list[str] = []  # characters since the last paragraph or cell end
     fields = _Fields()
     for cp, ch in enumerate(_text(word, pieces, ccp_text)):
+        if deleted and ch not in (_CELL, _PARAGRAPH, _SECTION) and is_deleted(cp):
+            continue
         if not fields.visible(ch):
             continue
         if ch not in (_CELL, _PARAGRAPH, _SECTION):

@@ -646,6 +646,49 @@ def test_a_note_is_read_in_brackets_where_it_is_cited_in_every_word_format(name)
     assert [(b.kind, b.text) for b in parse_file(FILES / name).blocks] == expected
 
 
+@pytest.mark.parametrize("name", ["年假制度修订.docx", "年假制度修订.doc", "年假制度修订.rtf", "年假制度修订.odt"])
+def test_tracked_changes_read_as_accepted_in_every_word_format(name):
+    """A policy under revision (files/年假制度修订.fodt saved by LibreOffice): the inserted text is
+    read and the deleted text is not — the document as it will read. The .docx lost its
+    insertions and its content control's date (python-docx reads a paragraph's own runs only);
+    the .doc and RTF read the deleted text beside the inserted."""
+    assert [(b.kind, b.text) for b in parse_file(FILES / name).blocks] == [
+        ("heading", "年假制度（修订稿）"),
+        ("paragraph", "年假天数：入职满一年后为 15 天。"),
+        ("paragraph", "生效日期：2026-04-01。"),
+        ("paragraph", "Carry-over: unused days may be carried over until 30 June."),
+    ]
+
+
+def test_docx_inline_wrappers_are_read_and_placeholders_are_not(tmp_path):
+    """What Word writes and LibreOffice does not: a smart tag, a simple field's result, custom XML,
+    a moved run, a content control still showing its placeholder, a deleted table row."""
+    import docx
+    from docx.oxml.parser import parse_xml
+
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    document = docx.Document()
+    p = document.add_paragraph("会议地点：")._p
+    for xml in (
+        f'<w:smartTag {w} w:uri="urn:schemas-microsoft-com:office:smarttags" w:element="place"><w:smartTagPr/><w:r><w:t>北京</w:t></w:r></w:smartTag>',
+        f'<w:fldSimple {w} w:instr="DOCPROPERTY Company"><w:r><w:t>（北风机器人）</w:t></w:r></w:fldSimple>',
+        f'<w:customXml {w} w:element="room"><w:r><w:t>3 号会议室</w:t></w:r></w:customXml>',
+        f'<w:moveFrom {w} w:id="1" w:author="A"><w:r><w:t>旧位置</w:t></w:r></w:moveFrom>',
+        f'<w:moveTo {w} w:id="2" w:author="A"><w:r><w:t>，下午三点</w:t></w:r></w:moveTo>',
+        f'<w:sdt {w}><w:sdtPr><w:showingPlcHdr/></w:sdtPr><w:sdtContent><w:r><w:t>单击或点击此处输入文字。</w:t></w:r></w:sdtContent></w:sdt>',
+    ):
+        p.append(parse_xml(xml))
+    table = document.add_table(rows=3, cols=2)
+    for i, row in enumerate(table.rows):
+        row.cells[0].text, row.cells[1].text = ("项目", "负责人") if i == 0 else (f"项目{i}", f"负责人{i}")
+    table.rows[2]._tr.insert(0, parse_xml(f'<w:trPr {w}><w:del w:id="3" w:author="A"/></w:trPr>'))
+    document.save(tmp_path / "wrappers.docx")
+    assert [(b.kind, b.text) for b in parse_file(tmp_path / "wrappers.docx").blocks] == [
+        ("paragraph", "会议地点：北京（北风机器人）3 号会议室，下午三点"),
+        ("table_row", "项目: 项目1; 负责人: 负责人1"),
+    ]
+
+
 def test_a_picture_in_a_docx_is_ocrd_after_its_paragraph_and_judged_paragraph_by_paragraph(tmp_path):
     """A scanned page pasted into Word (the sample's scan in a python-docx document): its text is
     read after the paragraph holding it, as the scan itself is read, as ocr_text with each
