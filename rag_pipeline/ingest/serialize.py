@@ -45,9 +45,10 @@ PARSE_CACHE_VERSION = 7
 # content stream). Every PDF is parsed again once, its scanned pages OCR'd again.
 # Tracked changes read as accepted — .docx family 2 (inserted text, a content control's filled-in
 # value, a smart tag's or simple field's text were lost), .doc 7 and .rtf 2 (deleted text was read).
+# Charts' data as table rows — .pptx family 2 (only a chart's title was read), .docx family 2 (nothing).
 EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 2),
-    **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 1),
+    **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 2),
     **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 2),
     ".pdf": 1, ".odt": 2, ".ods": 1, ".odp": 2, ".doc": 7, ".ppt": 2, ".xml": 4, ".rtf": 2, ".xls": 3, ".msg": 4, ".eml": 2,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 3),

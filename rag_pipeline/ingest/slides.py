@@ -6,11 +6,13 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from lxml import etree
 from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
 from pptx.package import Package
 from pptx.parts.presentation import PresentationPart
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
+from rag_pipeline.ingest.charts import add_chart
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
@@ -73,10 +75,10 @@ def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dic
             builder.add_table(_table_rows(shape.table), page=page)
             continue
         if getattr(shape, "has_chart", False) and shape.has_chart:
-            counts["charts"] += 1
-            chart = shape.chart
-            if chart.has_title and chart.chart_title.has_text_frame:
-                builder.add(chart.chart_title.text_frame.text, page=page)
+            try:
+                add_chart(builder, shape.chart_part.blob, page=page)
+            except (etree.XMLSyntaxError, KeyError, ValueError):  # a damaged chart part: counted, the slide read
+                counts["charts"] += 1
             continue
         if shape.shape_type == MSO_SHAPE_TYPE.PICTURE or ph == PP_PLACEHOLDER.PICTURE:
             blob = _picture_bytes(shape)
@@ -95,7 +97,8 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
 
     Date/footer/slide-number placeholders are dropped. Pictures are OCR'd (ingest.pictures:
     their text as ``ocr_text`` blocks with their confidence, judged paragraph by paragraph by
-    triage); charts contribute only their title and are counted in ``warnings``.
+    triage); a chart's title and data as table rows (ingest.charts; a damaged one is counted in
+    ``warnings``).
     """
     # pptx.Presentation() refuses a template's (.potx) content type; the part is the same
     part = Package.open(str(path)).main_document_part
@@ -117,7 +120,7 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             frame = slide.notes_slide.notes_text_frame
             if frame is not None:
                 builder.add(frame.text, "notes", page=number)
-    notes = [f"{n} {kind} not extracted (chart data)" for kind, n in counts.items() if n]
+    notes = [f"{n} {kind} not extracted (damaged chart part)" for kind, n in counts.items() if n]
     core_title = (presentation.core_properties.title or "").strip()
     if _DEFAULT_TITLE.match(core_title):
         core_title = ""

@@ -21,6 +21,7 @@ from docx.text.paragraph import Paragraph
 from lxml import etree
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
+from rag_pipeline.ingest.charts import add_chart
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
@@ -151,6 +152,21 @@ def _pictures(p, part) -> list[bytes]:  # type: ignore[no-untyped-def]
 def _add_picture_text(builder: BlockBuilder, pictures: PictureReader, el, part) -> None:  # type: ignore[no-untyped-def]
     for blob in _pictures(el, part):
         pictures.add_text(builder, blob)
+
+
+_CHART = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
+
+
+def _add_charts(builder: BlockBuilder, el, part) -> int:  # type: ignore[no-untyped-def]
+    """The charts drawn in a paragraph or table, each as its title and data rows (ingest.charts),
+    after it; returns how many could not be read (a damaged or missing chart part)."""
+    damaged = 0
+    for chart in el.iter(_CHART):
+        try:
+            add_chart(builder, part.rels[chart.get(_VML_ID)].target_part.blob)
+        except (etree.XMLSyntaxError, KeyError, ValueError):
+            damaged += 1
+    return damaged
 
 
 def _children(el, tag: str) -> Iterator:  # type: ignore[no-untyped-def]
@@ -323,7 +339,8 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     Broken packages (not a zip, missing or malformed [Content_Types].xml) raise from
     python-docx and are reported as corrupt by the dispatcher. Embedded pictures are OCR'd
     (ingest.pictures): their text follows the paragraph holding them, as ``ocr_text`` blocks
-    with their confidence, for triage to judge paragraph by paragraph.
+    with their confidence, for triage to judge paragraph by paragraph. A chart's title and data
+    follow it as table rows (ingest.charts).
     """
     part = Package.open(str(path)).main_document_part  # docx.Document() refuses all but .docx's content type
     if not isinstance(part, DocumentPart):
@@ -337,10 +354,12 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     builder = BlockBuilder()
     title: str | None = None
     chains: dict = {}
+    damaged_charts = 0
     for item in _body_items(body):
         if item.tag == qn("w:tbl"):
             builder.add_table(_table_rows(item, parent))
             _add_picture_text(builder, pictures, item, part)
+            damaged_charts += _add_charts(builder, item, part)
             continue
         par = Paragraph(item, parent)
         text = squash(par.text)
@@ -360,11 +379,12 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         for box_text in _text_box_paragraphs(item, parent):  # after the paragraph they are anchored in
             builder.add(box_text)
         _add_picture_text(builder, pictures, item, part)  # a picture's text (a pasted scan, a screenshot) after it too
+        damaged_charts += _add_charts(builder, item, part)  # a chart's figures, likewise
     core_title = (document.core_properties.title or "").strip() or None
     return make_document(
         builder,
         format="docx",
         parser="python-docx",
         title=title or builder.first_heading or core_title,
-        **pictures.metadata(),
+        **pictures.metadata([f"{damaged_charts} chart(s) not extracted (damaged chart part)"] if damaged_charts else []),
     )

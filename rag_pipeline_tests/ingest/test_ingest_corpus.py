@@ -285,6 +285,7 @@ def test_docx_heading_path_lists_and_tables():
     texts = [b.text for b in d.blocks]
     assert "正文内插入内联SDT元素无税固定总价￥125000" in texts  # an inline content control's value
     assert "Figure 1: This is a cute mascot" in texts  # a simple field's result (SEQ Figure)
+    assert "类别 2; 系列 1: 2.5; 系列 2: 4.4; 系列 3: 2" in texts  # a chart's data (ingest.charts)
 
     d = doc("docx/word_sample.docx")
     row = next(b for b in d.blocks if "Ash, Elm, Maple" in b.text)

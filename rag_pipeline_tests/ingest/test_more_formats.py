@@ -689,6 +689,73 @@ def test_docx_inline_wrappers_are_read_and_placeholders_are_not(tmp_path):
     ]
 
 
+def _deck_with_charts(path: Path) -> Path:
+    """A slide with a bar chart (category axis titled) and one with a pie chart in percentages,
+    written by python-pptx's chart writer (the chart part caches the values it plots)."""
+    from pptx import Presentation
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "2025 年经营数据"
+    data = CategoryChartData()
+    data.categories = ["Q1", "Q2", "Q3", "Q4"]
+    data.add_series("营收（万元）", (120, 132.5, 128, 151))
+    data.add_series("成本（万元）", (90, 97, 95.25, 101))
+    bars = slide.shapes.add_chart(XL_CHART_TYPE.COLUMN_CLUSTERED, Inches(1), Inches(1.5), Inches(8), Inches(5), data).chart
+    bars.has_title = True
+    bars.chart_title.text_frame.text = "季度营收与成本"
+    bars.category_axis.has_title = True
+    bars.category_axis.axis_title.text_frame.text = "季度"
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "Revenue by region"
+    shares = CategoryChartData(number_format="0%")
+    shares.categories = ["North", "South", "West"]
+    shares.add_series("Share", (0.5, 0.3, 0.2))
+    slide.shapes.add_chart(XL_CHART_TYPE.PIE, Inches(1), Inches(1.5), Inches(6), Inches(5), shares)
+    deck.save(path)
+    return path
+
+
+def test_a_charts_data_is_read_as_table_rows_on_its_slide(tmp_path):
+    """A chart's figures are nowhere in a slide's text: before, only its title was read."""
+    document = parse_file(_deck_with_charts(tmp_path / "经营数据.pptx"))
+    assert [(b.page, b.kind, b.text) for b in document.blocks] == [
+        (1, "heading", "2025 年经营数据"),
+        (1, "paragraph", "季度营收与成本"),
+        (1, "table_row", "季度: Q1; 营收（万元）: 120; 成本（万元）: 90"),
+        (1, "table_row", "季度: Q2; 营收（万元）: 132.5; 成本（万元）: 97"),
+        (1, "table_row", "季度: Q3; 营收（万元）: 128; 成本（万元）: 95.25"),
+        (1, "table_row", "季度: Q4; 营收（万元）: 151; 成本（万元）: 101"),
+        (2, "heading", "Revenue by region"),
+        (2, "table_row", "North; Share: 50%"),
+        (2, "table_row", "South; Share: 30%"),
+        (2, "table_row", "West; Share: 20%"),
+    ]
+    assert not document.warnings
+
+
+def test_a_chart_whose_part_is_missing_is_counted_and_the_slide_read(tmp_path):
+    """The first slide's relationship to its chart part removed: the chart's shape names a part
+    the package does not hold."""
+    import re
+
+    deck = _deck_with_charts(tmp_path / "deck.pptx")
+    damaged = tmp_path / "damaged.pptx"
+    with zipfile.ZipFile(deck) as src, zipfile.ZipFile(damaged, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "ppt/slides/_rels/slide1.xml.rels":
+                data = re.sub(rb'<Relationship [^>]*charts/chart[^>]*/>', b"", data)
+            dst.writestr(item, data)
+    document = parse_file(damaged)
+    texts = [b.text for b in document.blocks]
+    assert texts[0] == "2025 年经营数据" and "North; Share: 50%" in texts and not any("Q1" in t for t in texts)
+    assert "1 charts not extracted (damaged chart part)" in document.warnings
+
+
 def test_a_picture_in_a_docx_is_ocrd_after_its_paragraph_and_judged_paragraph_by_paragraph(tmp_path):
     """A scanned page pasted into Word (the sample's scan in a python-docx document): its text is
     read after the paragraph holding it, as the scan itself is read, as ocr_text with each
