@@ -11,6 +11,7 @@ Annotations (review comments) and the note citations are not the author's text a
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zipfile
 from pathlib import Path
 
@@ -79,11 +80,16 @@ def _repeat(el: etree._Element, attr: str, has_text: bool) -> int:
 
 def cell_value(cell: etree._Element) -> str:
     """A cell's value as the .xlsx reader renders the same cell (``sheets.cell_text``): a number
-    by its value (168000, not the displayed "168,000" or "¥168,000.00"), a date in ISO form;
-    text as written."""
+    by its value (168000, not the displayed "168,000" or "¥168,000.00"), a percentage as one
+    ("25%"), a date in ISO form; text as written."""
     kind = cell.get(_q("office:value-type"))
     try:
-        if kind in ("float", "percentage", "currency"):
+        if kind == "percentage":  # shown as a percentage (0.25 -> "25%"), with the decimals displayed
+            shown = "".join(inline_text(p) for p in cell.iter(*_PARAGRAPHS)).strip()
+            decimals = re.search(r"[.,](\d+)\s*%$", shown)
+            places = len(decimals.group(1)) if decimals else 0
+            return cell_text(float(cell.get(_q("office:value"))), (places, places))
+        if kind in ("float", "currency"):
             return cell_text(float(cell.get(_q("office:value"))))
         if kind == "date":
             value = dt.datetime.fromisoformat(cell.get(_q("office:date-value")))

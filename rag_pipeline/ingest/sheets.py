@@ -25,15 +25,42 @@ from rag_pipeline.ingest.pictures import PictureReader
 _PICTURE_FORMULA = re.compile(r"^=\s*(_xlfn\.)?DISPIMG\(", re.I)
 
 
-def cell_text(value: object) -> str:
+def percent_decimals(number_format: str | None) -> tuple[int, int] | None:
+    """The decimals a percentage number format shows, (always, at most): "0.0%" -> (1, 1),
+    "0.0#%" -> (1, 2), "0%" -> (0, 0); None for any other format. Quoted text, [colour]/[locale]
+    codes and escaped characters are not the format's."""
+    if not number_format or "%" not in number_format:
+        return None
+    section = _FORMAT_LITERALS.sub("", number_format.split(";")[0])
+    if "%" not in section:
+        return None
+    decimals = re.search(r"\.([0#?]+)", section)
+    places = decimals.group(1) if decimals else ""
+    return len(places.rstrip("#?")), len(places)
+
+
+_FORMAT_LITERALS = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.|_.|\*.')
+
+
+def cell_text(value: object, percent: tuple[int, int] | None = None) -> str:
     """Render a cell value the way a reader sees it (1.0 -> "1", dates without 00:00; an
-    in-cell picture's =DISPIMG(...) formula is no text)."""
+    in-cell picture's =DISPIMG(...) formula is no text). A number is shown by its value
+    (168000, not "168,000" or "¥168,000.00"), except in a percentage format (``percent`` its
+    decimals, from percent_decimals): 0.25 is shown "25%", as a different number would be read."""
     if value is None:
         return ""
     if isinstance(value, str) and _PICTURE_FORMULA.match(value):
         return ""
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    if percent is not None and isinstance(value, (int, float)):
+        fixed, most = percent
+        shown = f"{value * 100:.{most}f}"
+        if most > fixed:  # optional places ("0.0#%"): trailing zeros beyond the fixed ones are not shown
+            whole, _, places = shown.partition(".")
+            places = places.rstrip("0").ljust(fixed, "0")
+            shown = f"{whole}.{places}" if places else whole
+        return f"{shown}%"
     if isinstance(value, float):
         return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
     if isinstance(value, dt.datetime):
@@ -64,12 +91,20 @@ def _vertical_fills(ws) -> dict[tuple[int, int], object]:  # type: ignore[no-unt
 def _rows(ws) -> list[list[str]]:  # type: ignore[no-untyped-def]
     fills = _vertical_fills(ws)
     rows = []
-    for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
-        values = list(row)
-        for c in range(len(values)):
-            if values[c] is None and (r, c + 1) in fills:
-                values[c] = fills[(r, c + 1)]
-        rows.append([cell_text(v) for v in values])
+    decimals: dict[str, tuple[int, int] | None] = {}  # number format -> percent_decimals (a sheet uses a few)
+    for r, row in enumerate(ws.iter_rows(), start=1):
+        texts = []
+        for c, cell in enumerate(row):
+            value = cell.value
+            if value is None and (r, c + 1) in fills:
+                value, percent = fills[(r, c + 1)], None
+            else:
+                fmt = getattr(cell, "number_format", None) or "General"
+                if fmt not in decimals:
+                    decimals[fmt] = percent_decimals(fmt)
+                percent = decimals[fmt]
+            texts.append(cell_text(value, percent))
+        rows.append(texts)
     return rows
 
 
@@ -131,14 +166,26 @@ def _xls_value(cell: xlrd.sheet.Cell, datemode: int) -> object:
     return cell.value if cell.ctype in (xlrd.XL_CELL_TEXT, xlrd.XL_CELL_NUMBER) else None
 
 
-def _xls_rows(sheet: xlrd.sheet.Sheet, datemode: int) -> list[list[str]]:
+def _xls_percent(book: xlrd.book.Book, cell: xlrd.sheet.Cell) -> tuple[int, int] | None:
+    """A number cell's percentage decimals, from its XF record's number format (formatting_info)."""
+    if cell.ctype != xlrd.XL_CELL_NUMBER:
+        return None
+    try:
+        fmt = book.format_map.get(book.xf_list[cell.xf_index].format_key)
+    except (IndexError, TypeError, AttributeError):
+        return None
+    return percent_decimals(fmt.format_str) if fmt is not None else None
+
+
+def _xls_rows(book: xlrd.book.Book, sheet: xlrd.sheet.Sheet) -> list[list[str]]:
     """A sheet's rows, a vertically merged cell's value repeated in each row it covers (as for .xlsx)."""
-    values = [[_xls_value(c, datemode) for c in sheet.row(r)] for r in range(sheet.nrows)]
+    cells = [sheet.row(r) for r in range(sheet.nrows)]
+    values = [[(_xls_value(c, book.datemode), _xls_percent(book, c)) for c in row] for row in cells]
     for first_row, end_row, first_col, _ in sheet.merged_cells:
         for r in range(first_row + 1, min(end_row, sheet.nrows)):
-            if first_col < len(values[r]) and values[r][first_col] in (None, ""):
+            if first_col < len(values[r]) and values[r][first_col][0] in (None, ""):
                 values[r][first_col] = values[first_row][first_col]
-    return [[cell_text(v) for v in row] for row in values]
+    return [[cell_text(v, percent) for v, percent in row] for row in values]
 
 
 def parse_xls(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
@@ -174,7 +221,7 @@ def parse_xls(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             if sheet.visibility:
                 notes.append(f"sheet {name!r} is hidden (included)")
             builder.reset_headings([name])
-            builder.add_sheet(_xls_rows(sheet, book.datemode), page=index, sheet=name)
+            builder.add_sheet(_xls_rows(book, sheet), page=index, sheet=name)
             book.unload_sheet(index - 1)
             for blob in by_sheet.pop(name, ()):  # a screenshot pasted on the sheet: its text after the rows
                 pictures.add_text(builder, blob, page=index, sheet=name)

@@ -689,6 +689,26 @@ def test_docx_inline_wrappers_are_read_and_placeholders_are_not(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("name", ["区域指标.xlsx", "区域指标.xls", "区域指标.ods"])
+def test_a_percentage_cell_reads_as_the_percentage_it_shows(name):
+    """0.125 in a "0.0%" cell is read "12.5%" (was "0.125": another number to a reader and to a
+    question about "12.5%"), with the format's decimals; other numbers by their value."""
+    assert [b.text for b in parse_file(FILES / name).blocks] == [
+        "区域: 华东; 营收（万元）: 1520; 同比增长: 12.5%; 毛利率: 34.82%; 市场份额: 31%",
+        "区域: 华南; 营收（万元）: 980; 同比增长: -3.5%; 毛利率: 29.16%; 市场份额: 19%",
+        "区域: 华北; 营收（万元）: 1105; 同比增长: 8.8%; 毛利率: 33.07%; 市场份额: 22%",
+    ]
+
+
+def test_percent_decimals_reads_only_a_formats_own_percent_sign():
+    from rag_pipeline.ingest.sheets import cell_text, percent_decimals
+
+    assert [percent_decimals(f) for f in ("0%", "0.0%", "0.00%;[Red]-0.00%", "#,##0.0#%", "[$-804]0.000%")] == [
+        (0, 0), (1, 1), (2, 2), (1, 2), (3, 3)]
+    assert [cell_text(v, (1, 2)) for v in (0.125, 0.1256, 0.12, 0.1)] == ["12.5%", "12.56%", "12.0%", "10.0%"]
+    assert [percent_decimals(f) for f in (None, "General", "0.00", '0.0"%"', "0.0\\%", "#,##0", "yyyy-mm-dd")] == [None] * 7
+
+
 def _deck_with_charts(path: Path) -> Path:
     """A slide with a bar chart (category axis titled) and one with a pie chart in percentages,
     written by python-pptx's chart writer (the chart part caches the values it plots)."""
