@@ -13,6 +13,7 @@ from pptx.parts.presentation import PresentationPart
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.charts import add_chart
+from rag_pipeline.ingest.diagrams import diagram_lines
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
@@ -63,6 +64,10 @@ def _picture_bytes(shape) -> bytes | None:  # type: ignore[no-untyped-def]
         return None
 
 
+_DIAGRAM_IDS = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}relIds"  # a SmartArt graphic's parts
+_DIAGRAM_DATA = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
+
+
 def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dict[str, int], pictures: PictureReader) -> None:  # type: ignore[type-arg]
     for shape in _reading_order(shapes):
         ph = _placeholder_type(shape)
@@ -79,6 +84,14 @@ def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dic
                 add_chart(builder, shape.chart_part.blob, page=page)
             except (etree.XMLSyntaxError, KeyError, ValueError):  # a damaged chart part: counted, the slide read
                 counts["charts"] += 1
+            continue
+        smartart = next(shape._element.iter(_DIAGRAM_IDS), None)
+        if smartart is not None:
+            try:
+                for line in diagram_lines(shape.part.related_part(smartart.get(_DIAGRAM_DATA)).blob):
+                    builder.add(line, "list_item", page=page)
+            except (etree.XMLSyntaxError, KeyError, ValueError):
+                counts["SmartArt graphics"] += 1
             continue
         if shape.shape_type == MSO_SHAPE_TYPE.PICTURE or ph == PP_PLACEHOLDER.PICTURE:
             blob = _picture_bytes(shape)
@@ -97,8 +110,8 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
 
     Date/footer/slide-number placeholders are dropped. Pictures are OCR'd (ingest.pictures:
     their text as ``ocr_text`` blocks with their confidence, judged paragraph by paragraph by
-    triage); a chart's title and data as table rows (ingest.charts; a damaged one is counted in
-    ``warnings``).
+    triage); a chart's title and data as table rows (ingest.charts), a SmartArt graphic's boxes as
+    list items (ingest.diagrams); a damaged one of either is counted in ``warnings``.
     """
     # pptx.Presentation() refuses a template's (.potx) content type; the part is the same
     part = Package.open(str(path)).main_document_part
@@ -106,7 +119,7 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         raise UnreadableDocument("corrupt", f"not a PowerPoint package: its main part is {part.content_type}")
     presentation = part.presentation
     builder = BlockBuilder()
-    counts = {"charts": 0}
+    counts = {"charts": 0, "SmartArt graphics": 0}
     pictures = PictureReader(ocr_lang)
     slide_count = 0
     for number, slide in enumerate(presentation.slides, start=1):
@@ -120,7 +133,7 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             frame = slide.notes_slide.notes_text_frame
             if frame is not None:
                 builder.add(frame.text, "notes", page=number)
-    notes = [f"{n} {kind} not extracted (damaged chart part)" for kind, n in counts.items() if n]
+    notes = [f"{n} {kind} not extracted (damaged or missing part)" for kind, n in counts.items() if n]
     core_title = (presentation.core_properties.title or "").strip()
     if _DEFAULT_TITLE.match(core_title):
         core_title = ""

@@ -22,6 +22,7 @@ from lxml import etree
 
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.charts import add_chart
+from rag_pipeline.ingest.diagrams import diagram_lines
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
@@ -155,15 +156,22 @@ def _add_picture_text(builder: BlockBuilder, pictures: PictureReader, el, part) 
 
 
 _CHART = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
+_DIAGRAM_IDS = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}relIds"  # a SmartArt graphic's parts
+_DIAGRAM_DATA = qn("r:dm")
 
 
-def _add_charts(builder: BlockBuilder, el, part) -> int:  # type: ignore[no-untyped-def]
-    """The charts drawn in a paragraph or table, each as its title and data rows (ingest.charts),
-    after it; returns how many could not be read (a damaged or missing chart part)."""
+def _add_graphics(builder: BlockBuilder, el, part) -> int:  # type: ignore[no-untyped-def]
+    """The charts and SmartArt graphics drawn in a paragraph or table, after it: a chart as its
+    title and data rows (ingest.charts), a SmartArt graphic as its boxes (ingest.diagrams).
+    Returns how many could not be read (a damaged or missing part)."""
     damaged = 0
-    for chart in el.iter(_CHART):
+    for graphic in el.iter(_CHART, _DIAGRAM_IDS):
         try:
-            add_chart(builder, part.rels[chart.get(_VML_ID)].target_part.blob)
+            if graphic.tag == _CHART:
+                add_chart(builder, part.rels[graphic.get(_VML_ID)].target_part.blob)
+            else:
+                for line in diagram_lines(part.rels[graphic.get(_DIAGRAM_DATA)].target_part.blob):
+                    builder.add(line, "list_item")
         except (etree.XMLSyntaxError, KeyError, ValueError):
             damaged += 1
     return damaged
@@ -340,7 +348,7 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     python-docx and are reported as corrupt by the dispatcher. Embedded pictures are OCR'd
     (ingest.pictures): their text follows the paragraph holding them, as ``ocr_text`` blocks
     with their confidence, for triage to judge paragraph by paragraph. A chart's title and data
-    follow it as table rows (ingest.charts).
+    follow it as table rows (ingest.charts), a SmartArt graphic's boxes as list items (ingest.diagrams).
     """
     part = Package.open(str(path)).main_document_part  # docx.Document() refuses all but .docx's content type
     if not isinstance(part, DocumentPart):
@@ -354,12 +362,12 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     builder = BlockBuilder()
     title: str | None = None
     chains: dict = {}
-    damaged_charts = 0
+    damaged_graphics = 0
     for item in _body_items(body):
         if item.tag == qn("w:tbl"):
             builder.add_table(_table_rows(item, parent))
             _add_picture_text(builder, pictures, item, part)
-            damaged_charts += _add_charts(builder, item, part)
+            damaged_graphics += _add_graphics(builder, item, part)
             continue
         par = Paragraph(item, parent)
         text = squash(par.text)
@@ -379,12 +387,12 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         for box_text in _text_box_paragraphs(item, parent):  # after the paragraph they are anchored in
             builder.add(box_text)
         _add_picture_text(builder, pictures, item, part)  # a picture's text (a pasted scan, a screenshot) after it too
-        damaged_charts += _add_charts(builder, item, part)  # a chart's figures, likewise
+        damaged_graphics += _add_graphics(builder, item, part)  # a chart's figures, a SmartArt's boxes, likewise
     core_title = (document.core_properties.title or "").strip() or None
     return make_document(
         builder,
         format="docx",
         parser="python-docx",
         title=title or builder.first_heading or core_title,
-        **pictures.metadata([f"{damaged_charts} chart(s) not extracted (damaged chart part)"] if damaged_charts else []),
+        **pictures.metadata([f"{damaged_graphics} chart(s) or SmartArt graphic(s) not extracted (damaged or missing part)"] if damaged_graphics else []),
     )

@@ -773,7 +773,42 @@ def test_a_chart_whose_part_is_missing_is_counted_and_the_slide_read(tmp_path):
     document = parse_file(damaged)
     texts = [b.text for b in document.blocks]
     assert texts[0] == "2025 年经营数据" and "North; Share: 50%" in texts and not any("Q1" in t for t in texts)
-    assert "1 charts not extracted (damaged chart part)" in document.warnings
+    assert "1 charts not extracted (damaged or missing part)" in document.warnings
+
+
+def test_smartart_and_a_chart_on_a_powerpoint_slide_are_read():
+    """A slide PowerPoint saved (python-pptx's test file): the SmartArt graphic's boxes and the
+    chart's figures, neither of which is in any text frame, were lost."""
+    blocks = [(b.page, b.kind, b.text) for b in parse_file(FILES / "smartart-shapes.pptx", ocr_lang="eng").blocks]
+    assert (1, "list_item", "Smart Art") in blocks
+    assert (1, "table_row", "1st Qtr; Sales: 8.2") in blocks and (1, "table_row", "4th Qtr; Sales: 1.2") in blocks
+
+
+def test_a_smartart_org_chart_reads_each_box_under_the_one_above():
+    """The data model's parOf connections make the tree; connectors, layout points, empty and
+    placeholder boxes are not read; a box no connection reaches still is."""
+    from rag_pipeline.ingest.diagrams import diagram_lines
+
+    def pt(model_id, text=None, kind=None):
+        body = f"<dgm:t><a:p><a:r><a:t>{text}</a:t></a:r></a:p></dgm:t>" if text else "<dgm:t><a:p/></dgm:t>"
+        return f'<dgm:pt modelId="{model_id}"{f" type={chr(34)}{kind}{chr(34)}" if kind else ""}>{body}</dgm:pt>'
+
+    def cxn(src, dest, order, kind=None):
+        return f'<dgm:cxn modelId="c{src}{dest}" srcId="{src}" destId="{dest}" srcOrd="{order}"{f" type={chr(34)}{kind}{chr(34)}" if kind else ""}/>'
+
+    model = (
+        '<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
+        'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><dgm:ptLst>'
+        + pt("doc", kind="doc") + pt("ceo", "总经理 张三") + pt("cto", "技术部 李四") + pt("cfo", "财务部 王五")
+        + pt("dev", "研发组 赵六") + pt("tr", "连接线", kind="parTrans") + pt("empty") + pt("lone", "外部顾问")
+        + "</dgm:ptLst><dgm:cxnLst>"
+        + cxn("doc", "ceo", 0) + cxn("ceo", "cfo", 1) + cxn("ceo", "cto", 0) + cxn("cto", "dev", 0)
+        + cxn("ceo", "empty", 2) + cxn("ceo", "cto", 0, kind="presOf")
+        + "</dgm:cxnLst></dgm:dataModel>"
+    )
+    assert diagram_lines(model.encode()) == [
+        "总经理 张三", "总经理 张三 > 技术部 李四", "技术部 李四 > 研发组 赵六", "总经理 张三 > 财务部 王五", "外部顾问",
+    ]
 
 
 def test_a_picture_in_a_docx_is_ocrd_after_its_paragraph_and_judged_paragraph_by_paragraph(tmp_path):
