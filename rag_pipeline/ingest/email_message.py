@@ -16,7 +16,6 @@ import email.policy
 import email.utils
 import io
 import re
-import tempfile
 from dataclasses import replace
 from email.header import decode_header
 from email.message import EmailMessage, Message
@@ -25,7 +24,8 @@ from pathlib import Path
 
 from rag_pipeline.config import apply_offline_environment
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
-from rag_pipeline.ingest.deadline import TimeLimitPassed, time_limit
+from rag_pipeline.ingest import embedded
+from rag_pipeline.ingest.deadline import TimeLimitPassed
 from rag_pipeline.ingest.document import IMAGE_EXTENSIONS, ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.encoding import decode_bytes
 from rag_pipeline.ingest.language import CJK_CLASS, detect_language
@@ -43,11 +43,6 @@ _MESSAGE_HEADERS = {
     "return-path", "sender", "reply-to", "content-type", "delivered-to", "x-mailer",
 }
 _ADDRESS_HEADERS = ("From", "To", "Cc")
-# An attachment going this long without progress (a page read, a picture OCR'd) is stopped, well
-# inside the parse pool's 120 s stall limit: a message's own text is never lost to what it carries,
-# and a long scan attached that keeps reading pages is read whole, however slow the machine.
-ATTACHMENT_STALL_S = 45.0
-_reading_attachments = False  # an attachment's own attachments are named, not read
 _PGP_ARMOR = re.compile(r"-----BEGIN PGP MESSAGE-----.*?(-----END PGP MESSAGE-----|\Z)", re.S)
 # A line break inside a Chinese sentence (the line ends in a character or a comma, not a
 # full stop) is a hard wrap. unstructured joins wrapped lines only between words it can
@@ -233,11 +228,10 @@ def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[st
 
     Read: a named part in a supported format, and a forwarded message (read as an .eml); an image
     only when attached, not inline (inline ones are signatures and logos). One going
-    ATTACHMENT_STALL_S without progress is stopped (ingest.deadline) and named. Returns the parts
+    EMBEDDED_STALL_S without progress is stopped (ingest.embedded) and named. Returns the parts
     not read and the notes on the ones read.
     """
-    global _reading_attachments
-    from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS, parse_file
+    from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS
 
     unread: list[Message] = []
     notes: list[str] = []
@@ -247,23 +241,17 @@ def _read_attachments(parts: list[Message], builder: BlockBuilder, top: tuple[st
         ext = ".eml" if forwarded else Path(name).suffix.lower()
         payload = _attached_bytes(part)
         inline = ext in IMAGE_EXTENSIONS and part.get_content_disposition() != "attachment"
-        if not payload or ext not in SUPPORTED_EXTENSIONS or inline or _reading_attachments:
+        if not payload or ext not in SUPPORTED_EXTENSIONS or inline or embedded.reading_one():
             unread.append(part)
             continue
         try:
-            _reading_attachments = True
-            with tempfile.TemporaryDirectory(prefix="rag-attachment-") as scratch, time_limit(ATTACHMENT_STALL_S):
-                copy = Path(scratch) / f"attachment{ext}"
-                copy.write_bytes(payload)
-                doc = parse_file(copy, ocr_lang=ocr_lang)
+            doc = embedded.parse_embedded(payload, ext, ocr_lang)
         except (UnreadableDocument, TimeLimitPassed) as exc:
             unread.append(part)
             why = (f"{exc.reason}: {exc.detail}" if isinstance(exc, UnreadableDocument)
-                   else f"stopped after {ATTACHMENT_STALL_S:g} s without progress")
+                   else f"stopped after {embedded.EMBEDDED_STALL_S:g} s without progress")
             notes.append(f"attachment {name}: not read ({why})"[:300])
             continue
-        finally:
-            _reading_attachments = False
         builder.reset_headings(top)
         if not forwarded:  # a forwarded message opens with its own subject
             builder.heading(name, len(top) + 1)

@@ -14,6 +14,7 @@ from pptx.parts.presentation import PresentationPart
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.charts import add_chart
 from rag_pipeline.ingest.diagrams import diagram_lines
+from rag_pipeline.ingest.embedded import add_office_object
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
@@ -64,17 +65,20 @@ def _picture_bytes(shape) -> bytes | None:  # type: ignore[no-untyped-def]
         return None
 
 
+_OLE_OBJECT = "{http://schemas.openxmlformats.org/presentationml/2006/main}oleObj"  # an embedded object
+_R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 _DIAGRAM_IDS = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}relIds"  # a SmartArt graphic's parts
 _DIAGRAM_DATA = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}dm"
 
 
-def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dict[str, int], pictures: PictureReader) -> None:  # type: ignore[type-arg]
+def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dict[str, int], pictures: PictureReader,  # type: ignore[type-arg]
+                 notes: list[str]) -> None:
     for shape in _reading_order(shapes):
         ph = _placeholder_type(shape)
         if ph in _BOILERPLATE or ph in _TITLES:
             continue
         if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
-            _emit_shapes(shape.shapes, builder, page, counts, pictures)
+            _emit_shapes(shape.shapes, builder, page, counts, pictures, notes)
             continue
         if getattr(shape, "has_table", False) and shape.has_table:
             builder.add_table(_table_rows(shape.table), page=page)
@@ -84,6 +88,15 @@ def _emit_shapes(shapes: Iterable, builder: BlockBuilder, page: int, counts: dic
                 add_chart(builder, shape.chart_part.blob, page=page)
             except (etree.XMLSyntaxError, KeyError, ValueError):  # a damaged chart part: counted, the slide read
                 counts["charts"] += 1
+            continue
+        ole = next(shape._element.iter(_OLE_OBJECT), None)
+        if ole is not None:  # a worksheet or document embedded as an object: the slide shows its picture
+            try:
+                held = shape.part.related_part(ole.get(_R_ID))
+            except KeyError:
+                counts["embedded objects"] += 1
+                continue
+            notes.append(add_office_object(builder, held.blob, f".{held.partname.ext}", ole.get("progId") or "", pictures.lang, page=page))
             continue
         smartart = next(shape._element.iter(_DIAGRAM_IDS), None)
         if smartart is not None:
@@ -111,7 +124,8 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     Date/footer/slide-number placeholders are dropped. Pictures are OCR'd (ingest.pictures:
     their text as ``ocr_text`` blocks with their confidence, judged paragraph by paragraph by
     triage); a chart's title and data as table rows (ingest.charts), a SmartArt graphic's boxes as
-    list items (ingest.diagrams); a damaged one of either is counted in ``warnings``.
+    list items (ingest.diagrams), an embedded worksheet's or document's content as that file's
+    (ingest.embedded); a damaged one of any is counted in ``warnings``.
     """
     # pptx.Presentation() refuses a template's (.potx) content type; the part is the same
     part = Package.open(str(path)).main_document_part
@@ -119,7 +133,8 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         raise UnreadableDocument("corrupt", f"not a PowerPoint package: its main part is {part.content_type}")
     presentation = part.presentation
     builder = BlockBuilder()
-    counts = {"charts": 0, "SmartArt graphics": 0}
+    counts = {"charts": 0, "SmartArt graphics": 0, "embedded objects": 0}
+    objects: list[str] = []  # what each embedded object gave (ingest.embedded)
     pictures = PictureReader(ocr_lang)
     slide_count = 0
     for number, slide in enumerate(presentation.slides, start=1):
@@ -128,12 +143,12 @@ def parse_pptx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         title = next((s for s in slide.shapes if _placeholder_type(s) in _TITLES and s.has_text_frame), None)
         if title is not None and squash(title.text_frame.text):
             builder.heading(title.text_frame.text, 1, page=number)
-        _emit_shapes(slide.shapes, builder, number, counts, pictures)
+        _emit_shapes(slide.shapes, builder, number, counts, pictures, objects)
         if slide.has_notes_slide:
             frame = slide.notes_slide.notes_text_frame
             if frame is not None:
                 builder.add(frame.text, "notes", page=number)
-    notes = [f"{n} {kind} not extracted (damaged or missing part)" for kind, n in counts.items() if n]
+    notes = objects + [f"{n} {kind} not extracted (damaged or missing part)" for kind, n in counts.items() if n]
     core_title = (presentation.core_properties.title or "").strip()
     if _DEFAULT_TITLE.match(core_title):
         core_title = ""

@@ -23,6 +23,7 @@ from lxml import etree
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.charts import add_chart
 from rag_pipeline.ingest.diagrams import diagram_lines
+from rag_pipeline.ingest.embedded import add_office_object
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
@@ -158,6 +159,23 @@ def _add_picture_text(builder: BlockBuilder, pictures: PictureReader, el, part) 
 _CHART = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
 _DIAGRAM_IDS = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}relIds"  # a SmartArt graphic's parts
 _DIAGRAM_DATA = qn("r:dm")
+
+
+_OLE_OBJECT = "{urn:schemas-microsoft-com:office:office}OLEObject"  # an embedded object (w:object)
+
+
+def _add_objects(builder: BlockBuilder, el, part, ocr_lang: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The worksheets and documents embedded as objects in a paragraph or table (the page shows
+    a picture of them), each read as the file it is (ingest.embedded), after it. Returns notes."""
+    notes = []
+    for ole in el.iter(_OLE_OBJECT):
+        rel = part.rels.get(ole.get(_VML_ID))
+        if rel is None or rel.is_external:  # a linked file: not in the document
+            notes.append(f"embedded object {ole.get('ProgID') or ''}: not read (linked, not embedded)")
+            continue
+        held = rel.target_part
+        notes.append(add_office_object(builder, held.blob, f".{held.partname.ext}", ole.get("ProgID") or "", ocr_lang))
+    return notes
 
 
 def _add_graphics(builder: BlockBuilder, el, part) -> int:  # type: ignore[no-untyped-def]
@@ -348,7 +366,8 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     python-docx and are reported as corrupt by the dispatcher. Embedded pictures are OCR'd
     (ingest.pictures): their text follows the paragraph holding them, as ``ocr_text`` blocks
     with their confidence, for triage to judge paragraph by paragraph. A chart's title and data
-    follow it as table rows (ingest.charts), a SmartArt graphic's boxes as list items (ingest.diagrams).
+    follow it as table rows (ingest.charts), a SmartArt graphic's boxes as list items (ingest.diagrams),
+    an embedded worksheet's or document's content as that file's (ingest.embedded).
     """
     part = Package.open(str(path)).main_document_part  # docx.Document() refuses all but .docx's content type
     if not isinstance(part, DocumentPart):
@@ -363,11 +382,13 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     title: str | None = None
     chains: dict = {}
     damaged_graphics = 0
+    objects: list[str] = []  # what each embedded object gave
     for item in _body_items(body):
         if item.tag == qn("w:tbl"):
             builder.add_table(_table_rows(item, parent))
             _add_picture_text(builder, pictures, item, part)
             damaged_graphics += _add_graphics(builder, item, part)
+            objects += _add_objects(builder, item, part, ocr_lang)
             continue
         par = Paragraph(item, parent)
         text = squash(par.text)
@@ -388,11 +409,12 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             builder.add(box_text)
         _add_picture_text(builder, pictures, item, part)  # a picture's text (a pasted scan, a screenshot) after it too
         damaged_graphics += _add_graphics(builder, item, part)  # a chart's figures, a SmartArt's boxes, likewise
+        objects += _add_objects(builder, item, part, ocr_lang)  # an embedded worksheet's rows, likewise
     core_title = (document.core_properties.title or "").strip() or None
     return make_document(
         builder,
         format="docx",
         parser="python-docx",
         title=title or builder.first_heading or core_title,
-        **pictures.metadata([f"{damaged_graphics} chart(s) or SmartArt graphic(s) not extracted (damaged or missing part)"] if damaged_graphics else []),
+        **pictures.metadata(objects + ([f"{damaged_graphics} chart(s) or SmartArt graphic(s) not extracted (damaged or missing part)"] if damaged_graphics else [])),
     )

@@ -347,7 +347,7 @@ def test_an_attachment_is_stopped_after_its_time_without_progress_and_read_whole
     (a long scan attached, on a slow machine as on a fast one)."""
     import time
 
-    from rag_pipeline.ingest import email_message, heartbeat, parsers
+    from rag_pipeline.ingest import embedded, heartbeat, parsers
 
     real = parsers._TEXT_PARSERS[".txt"]
 
@@ -360,7 +360,7 @@ def test_an_attachment_is_stopped_after_its_time_without_progress_and_read_whole
             heartbeat.beat()
         return real(path)
 
-    monkeypatch.setattr(email_message, "ATTACHMENT_STALL_S", 1.0)
+    monkeypatch.setattr(embedded, "EMBEDDED_STALL_S", 1.0)
     monkeypatch.setitem(parsers._TEXT_PARSERS, ".txt", slow)
     started = time.monotonic()
     doc = parse_file(FILES / "fake-email-attachment.eml")

@@ -784,6 +784,78 @@ def test_smartart_and_a_chart_on_a_powerpoint_slide_are_read():
     assert (1, "table_row", "1st Qtr; Sales: 8.2") in blocks and (1, "table_row", "4th Qtr; Sales: 1.2") in blocks
 
 
+def test_smartart_and_a_chart_in_a_word_document_are_read():
+    """A document Word saved (python-docx's test file) whose only text is in a SmartArt graphic
+    and a chart: before, only its pictures' OCR was read."""
+    blocks = [(b.kind, b.text) for b in parse_file(FILES / "smartart-chart.docx", ocr_lang="eng").blocks]
+    assert [t for k, t in blocks if k == "list_item"] == ["foo", "bar", "baz"]
+    assert ("table_row", "Category 2; Series 1: 2.5; Series 2: 4.4; Series 3: 2") in blocks
+
+
+def test_a_workbook_embedded_in_a_slide_is_read_on_that_slide(tmp_path):
+    """A worksheet pasted into a slide as an object (python-pptx's add_ole_object, as PowerPoint
+    stores it: the .xlsx package in ppt/embeddings, a picture of it on the slide)."""
+    from pptx import Presentation
+    from pptx.enum.shapes import PROG_ID
+    from pptx.util import Inches
+
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "区域经营指标"
+    slide.shapes.add_ole_object(str(FILES / "区域指标.xlsx"), PROG_ID.XLSX, Inches(1), Inches(2))
+    deck.save(tmp_path / "指标.pptx")
+    document = parse_file(tmp_path / "指标.pptx")
+    assert [(b.page, b.text) for b in document.blocks] == [
+        (1, "区域经营指标"),
+        (1, "区域: 华东; 营收（万元）: 1520; 同比增长: 12.5%; 毛利率: 34.82%; 市场份额: 31%"),
+        (1, "区域: 华南; 营收（万元）: 980; 同比增长: -3.5%; 毛利率: 29.16%; 市场份额: 19%"),
+        (1, "区域: 华北; 营收（万元）: 1105; 同比增长: 8.8%; 毛利率: 33.07%; 市场份额: 22%"),
+    ]
+    assert document.blocks[1].heading_path == ("区域经营指标", "2025 区域指标")
+    assert "embedded object Excel.Sheet.12: read as .xlsx (3 blocks)" in document.warnings
+
+
+def test_objects_embedded_in_a_word_document(tmp_path):
+    """Word's w:object: an embedded workbook is read after its paragraph; a linked one and an
+    object of a kind no parser reads are named in the warnings, the document read."""
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml.parser import parse_xml
+
+    document = docx.Document()
+    body = document.part
+
+    def embed(paragraph, rid, progid):
+        paragraph._p.append(parse_xml(
+            '<w:r xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+            'xmlns:o="urn:schemas-microsoft-com:office:office" '
+            'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships">'
+            f'<w:object><o:OLEObject Type="Embed" ProgID="{progid}" ShapeID="_x0000_i1025" DrawAspect="Content" r:id="{rid}"/></w:object></w:r>'))
+
+    sheet = Part(PackURI("/word/embeddings/Microsoft_Excel_Worksheet1.xlsx"),
+                 "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", (FILES / "区域指标.xlsx").read_bytes(), body.package)
+    embed(document.add_paragraph("各区域指标见下表："), body.relate_to(sheet, RT.PACKAGE), "Excel.Sheet.12")
+    equation = Part(PackURI("/word/embeddings/oleObject1.bin"), "application/vnd.openxmlformats-officedocument.oleObject", b"not an OLE file", body.package)
+    embed(document.add_paragraph("公式："), body.relate_to(equation, RT.OLE_OBJECT), "Equation.3")
+    embed(document.add_paragraph("链接："), body.relate_to("file:///C:/data/budget.xlsx", RT.OLE_OBJECT, is_external=True), "Excel.Sheet.12")
+    document.save(tmp_path / "说明.docx")
+    parsed = parse_file(tmp_path / "说明.docx")
+    assert [b.text for b in parsed.blocks] == [
+        "各区域指标见下表：",
+        "区域: 华东; 营收（万元）: 1520; 同比增长: 12.5%; 毛利率: 34.82%; 市场份额: 31%",
+        "区域: 华南; 营收（万元）: 980; 同比增长: -3.5%; 毛利率: 29.16%; 市场份额: 19%",
+        "区域: 华北; 营收（万元）: 1105; 同比增长: 8.8%; 毛利率: 33.07%; 市场份额: 22%",
+        "公式：", "链接：",
+    ]
+    assert parsed.warnings == [
+        "embedded object Excel.Sheet.12: read as .xlsx (3 blocks)",
+        "embedded object Equation.3: not read (no format this pipeline reads)",
+        "embedded object Excel.Sheet.12: not read (linked, not embedded)",
+    ]
+
+
 def test_a_smartart_org_chart_reads_each_box_under_the_one_above():
     """The data model's parOf connections make the tree; connectors, layout points, empty and
     placeholder boxes are not read; a box no connection reaches still is."""
