@@ -30,6 +30,7 @@ _NS = {
     "presentation": "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0",
     "manifest": "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0",
     "dc": "http://purl.org/dc/elements/1.1/",
+    "chart": "urn:oasis:names:tc:opendocument:xmlns:chart:1.0",
 }
 _FORMATS = {".odt": "odt", ".ods": "ods", ".odp": "odp"}
 _HREF = "{http://www.w3.org/1999/xlink}href"
@@ -141,6 +142,9 @@ def _ancestor_table(el: etree._Element) -> etree._Element | None:
     return parent
 
 
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+
+
 class _Walker:
     def __init__(self, builder: BlockBuilder, package: zipfile.ZipFile, pictures: PictureReader) -> None:
         self.builder, self.package, self.pictures = builder, package, pictures
@@ -165,6 +169,8 @@ class _Walker:
                 self.walk(child, page=page, kind="notes")
             elif tag == _q("draw:image"):
                 self.picture(child, page)
+            elif tag == _q("draw:object"):
+                self.embedded(child, page)
             else:  # sections, lists, frames and text boxes, groups: containers
                 self.walk(child, page=page, kind=kind)
 
@@ -175,6 +181,29 @@ class _Walker:
         except (KeyError, ValueError, zipfile.BadZipFile):  # linked from outside, or a damaged member
             return
         self.pictures.add_text(self.builder, blob, page=page, sheet=sheet)
+
+    def embedded(self, obj: etree._Element, page: int | None) -> None:
+        """An object embedded in the package ("./Object 1"): a chart as its title and data rows (its
+        local table: one row a category, as the .pptx/.docx chart reader gives them), a spreadsheet
+        as its tables, a text as its text; a formula or drawing object is not read."""
+        try:
+            xml = self.package.read(f"{(obj.get(_HREF) or '').removeprefix('./').rstrip('/')}/content.xml")
+            body = etree.fromstring(xml, parser=_PARSER).find("office:body", _NS)
+        except (KeyError, ValueError, zipfile.BadZipFile, etree.XMLSyntaxError):  # linked, or damaged
+            return
+        if body is None:
+            return
+        for chart in body.iterfind("office:chart/chart:chart", _NS):
+            self.builder.add(" ".join(inline_text(p) for p in chart.iterfind("chart:title/text:p", _NS)), page=page)
+            rows = [table_rows(t) for t in chart.iterfind(".//table:table", _NS)]
+            if rows and len(rows[0]) > 1:
+                axis = chart.find(".//chart:axis[@chart:dimension='x']/chart:title/text:p", _NS)
+                header = [inline_text(axis) if axis is not None else "", *rows[0][0][1:]]
+                self.builder.add_table(rows[0][1:], header=header, page=page)
+        for table in body.iterfind("office:spreadsheet/table:table", _NS):
+            self.builder.add_sheet(table_rows(table), page=page)
+        for text in body.iterfind("office:text", _NS):
+            self.walk(text, page=page)
 
     def _frames(self, paragraph: etree._Element, page: int | None) -> None:
         """Text boxes and captions anchored in a paragraph, after it."""
@@ -217,7 +246,7 @@ def parse_opendocument(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDo
         except KeyError as exc:
             raise UnreadableDocument("corrupt", "the package has no content.xml: not an OpenDocument file") from exc
         title = _title(package)
-        root = etree.fromstring(content, parser=etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True))
+        root = etree.fromstring(content, parser=_PARSER)
         body = root.find("office:body", _NS)
         if body is None:
             raise UnreadableDocument("corrupt", "content.xml has no office:body")

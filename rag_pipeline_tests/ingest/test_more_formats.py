@@ -757,6 +757,25 @@ def test_a_charts_data_is_read_as_table_rows_on_its_slide(tmp_path):
     assert not document.warnings
 
 
+def test_a_charts_data_is_read_in_opendocument_too():
+    """The same deck saved by LibreOffice as .odp: each chart is an embedded object whose local
+    table holds the figures (LibreOffice titles a one-series pie with its series' name, as
+    PowerPoint shows it; the table keeps the shares as fractions)."""
+    assert [(b.page, b.kind, b.text) for b in parse_file(FILES / "经营数据.odp").blocks] == [
+        (1, "heading", "2025 年经营数据"),
+        (1, "paragraph", "季度营收与成本"),
+        (1, "table_row", "季度: Q1; 营收（万元）: 120; 成本（万元）: 90"),
+        (1, "table_row", "季度: Q2; 营收（万元）: 132.5; 成本（万元）: 97"),
+        (1, "table_row", "季度: Q3; 营收（万元）: 128; 成本（万元）: 95.25"),
+        (1, "table_row", "季度: Q4; 营收（万元）: 151; 成本（万元）: 101"),
+        (2, "heading", "Revenue by region"),
+        (2, "paragraph", "Share"),
+        (2, "table_row", "North; Share: 0.5"),
+        (2, "table_row", "South; Share: 0.3"),
+        (2, "table_row", "West; Share: 0.2"),
+    ]
+
+
 def test_a_chart_whose_part_is_missing_is_counted_and_the_slide_read(tmp_path):
     """The first slide's relationship to its chart part removed: the chart's shape names a part
     the package does not hold."""
