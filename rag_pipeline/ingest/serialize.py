@@ -50,11 +50,12 @@ PARSE_CACHE_VERSION = 7
 # Percentages as shown — .xlsx family 3, .xls 4, .ods 2: 0.125 in a "0.0%" cell reads "12.5%" (was 0.125).
 # Embedded objects in OpenDocument — .odt 3, .odp 3: a chart's title and data, an embedded
 # spreadsheet's tables, an embedded text (were not read).
+# Mail — .eml 3, .msg 5: its attachments are read by the readers above, so their changes are its.
 EXTENSION_VERSIONS = {
     **dict.fromkeys((".docx", ".docm", ".dotx", ".dotm"), 2),
     **dict.fromkeys((".pptx", ".pptm", ".ppsx", ".ppsm", ".potx", ".potm"), 2),
     **dict.fromkeys((".xlsx", ".xlsm", ".xltx", ".xltm"), 3),
-    ".pdf": 1, ".odt": 3, ".ods": 2, ".odp": 3, ".doc": 7, ".ppt": 2, ".xml": 4, ".rtf": 2, ".xls": 4, ".msg": 4, ".eml": 2,
+    ".pdf": 1, ".odt": 3, ".ods": 2, ".odp": 3, ".doc": 7, ".ppt": 2, ".xml": 4, ".rtf": 2, ".xls": 4, ".msg": 5, ".eml": 3,
     **dict.fromkeys((".wps", ".wpt", ".et", ".ett", ".dps", ".dpt"), 3),
     **dict.fromkeys((".rst", ".rest", ".org", ".heic", ".heif", ".json", ".jsonl", ".ndjson"), 1),  # were unsupported_format: that cached outcome must not stand
 }

@@ -14,8 +14,8 @@ from pptx.parts.presentation import PresentationPart
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.charts import add_chart
 from rag_pipeline.ingest.diagrams import diagram_lines
-from rag_pipeline.ingest.embedded import add_office_object
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.embedded import add_office_object
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
 

@@ -23,8 +23,8 @@ from lxml import etree
 from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.charts import add_chart
 from rag_pipeline.ingest.diagrams import diagram_lines
-from rag_pipeline.ingest.embedded import add_office_object
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
+from rag_pipeline.ingest.embedded import add_office_object
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
 
@@ -159,8 +159,6 @@ def _add_picture_text(builder: BlockBuilder, pictures: PictureReader, el, part) 
 _CHART = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
 _DIAGRAM_IDS = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}relIds"  # a SmartArt graphic's parts
 _DIAGRAM_DATA = qn("r:dm")
-
-
 _OLE_OBJECT = "{urn:schemas-microsoft-com:office:office}OLEObject"  # an embedded object (w:object)
 
 
