@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = [
     "filled-form.pdf",
     "年假制度修订.docx", "年假制度修订.doc", "年假制度修订.rtf", "年假制度修订.odt",
-    "smartart-chart.docx", "smartart-shapes.pptx",
+    "smartart-chart.docx", "smartart-shapes.pptx", "差旅审批单.docx",
     "区域指标.xlsx", "区域指标.xls", "区域指标.ods", "经营数据.odp",
 ]
 CORPUS = ["docx/docx_01.docx", "pptx/pptx_01.pptx", "pptx/ppt_example.pptx", "xlsx/xlsx_01.xlsx"]

@@ -38,20 +38,28 @@ def reading_one() -> bool:
 
 
 def parse_embedded(payload: bytes, ext: str, ocr_lang: str) -> ParsedDocument:
-    """Parse bytes as a file of extension ``ext`` (ingest.parsers.parse_file on a scratch copy
-    named only by its extension). Raises UnreadableDocument, or TimeLimitPassed past
-    EMBEDDED_STALL_S without progress; callers name what they could not read."""
+    """Parse a carried file's bytes as a file of extension ``ext`` (parse_bytes), one level deep.
+    Raises UnreadableDocument, or TimeLimitPassed past EMBEDDED_STALL_S without progress; callers
+    name what they could not read."""
     global _reading
-    from rag_pipeline.ingest.parsers import parse_file
-
     try:
         _reading = True
-        with tempfile.TemporaryDirectory(prefix="rag-embedded-") as scratch, time_limit(EMBEDDED_STALL_S):
-            copy = Path(scratch) / f"embedded{ext}"
-            copy.write_bytes(payload)
-            return parse_file(copy, ocr_lang=ocr_lang)
+        with time_limit(EMBEDDED_STALL_S):
+            return parse_bytes(payload, ext, ocr_lang)
     finally:
         _reading = False
+
+
+def parse_bytes(payload: bytes, ext: str, ocr_lang: str) -> ParsedDocument:
+    """Parse bytes as a file of extension ``ext`` (ingest.parsers.parse_file on a scratch copy
+    named only by its extension), with no limit or level of its own: for a part of the document
+    itself, such as a Word document's imported HTML (``w:altChunk``)."""
+    from rag_pipeline.ingest.parsers import parse_file
+
+    with tempfile.TemporaryDirectory(prefix="rag-embedded-") as scratch:
+        copy = Path(scratch) / f"embedded{ext}"
+        copy.write_bytes(payload)
+        return parse_file(copy, ocr_lang=ocr_lang)
 
 
 def office_object(payload: bytes, ext: str, progid: str = "") -> tuple[bytes, str] | None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
 from docx.opc.part import PartFactory
 from docx.oxml.ns import qn
 from docx.oxml.parser import OxmlElement, parse_xml
@@ -24,7 +26,7 @@ from rag_pipeline.ingest.blocks import BlockBuilder, make_document
 from rag_pipeline.ingest.charts import add_chart
 from rag_pipeline.ingest.diagrams import diagram_lines
 from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
-from rag_pipeline.ingest.embedded import add_office_object
+from rag_pipeline.ingest.embedded import add_office_object, parse_bytes
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
 
@@ -160,6 +162,38 @@ _CHART = "{http://schemas.openxmlformats.org/drawingml/2006/chart}chart"
 _DIAGRAM_IDS = "{http://schemas.openxmlformats.org/drawingml/2006/diagram}relIds"  # a SmartArt graphic's parts
 _DIAGRAM_DATA = qn("r:dm")
 _OLE_OBJECT = "{urn:schemas-microsoft-com:office:office}OLEObject"  # an embedded object (w:object)
+_ALT_CHUNK = qn("w:altChunk")
+# An altChunk part's format when its name does not say (html-docx-js names it afchunk.mht)
+_ALT_CHUNK_TYPES = {"application/xhtml+xml": ".html", "text/html": ".html", "message/rfc822": ".mht",
+                    "application/rtf": ".rtf", "text/rtf": ".rtf", "text/plain": ".txt"}
+MAX_ALT_CHUNK_DEPTH = 3  # a chunk that is a .docx importing a .docx...: no deeper than this
+_alt_chunk_depth = 0
+
+
+def _add_alt_chunk(builder: BlockBuilder, chunk, part, ocr_lang: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """Content a Word document imports from a part of its own (``w:altChunk``: HTML, MHT, RTF, text
+    or another .docx, which Word shows in its place; documents generated from HTML, such as by
+    html-docx-js, are nothing else), read by that format's reader where it stands. Returns notes."""
+    global _alt_chunk_depth
+    from rag_pipeline.ingest.parsers import SUPPORTED_EXTENSIONS
+
+    rel = part.rels.get(chunk.get(_VML_ID))
+    if rel is None or rel.is_external or _alt_chunk_depth >= MAX_ALT_CHUNK_DEPTH:
+        return ["imported content (altChunk): not read (missing, linked or nested too deep)"]
+    held = rel.target_part
+    ext = f".{held.partname.ext}".lower()
+    ext = ext if ext in SUPPORTED_EXTENSIONS else _ALT_CHUNK_TYPES.get(held.content_type.split(";")[0], "")
+    if not ext:
+        return [f"imported content (altChunk) {held.content_type}: not read (no format this pipeline reads)"]
+    try:
+        _alt_chunk_depth += 1
+        doc = parse_bytes(held.blob, ext, ocr_lang)
+    except UnreadableDocument as exc:
+        return [f"imported content (altChunk) {ext}: not read ({exc.reason}: {exc.detail})"[:300]]
+    finally:
+        _alt_chunk_depth -= 1
+    builder.blocks.extend(replace(b, heading_path=(*builder.heading_path, *b.heading_path), page=None) for b in doc.blocks)
+    return []
 
 
 def _add_objects(builder: BlockBuilder, el, part, ocr_lang: str) -> list[str]:  # type: ignore[no-untyped-def]
@@ -213,9 +247,9 @@ def _is_toc(sdt) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _body_items(el) -> Iterator:  # type: ignore[no-untyped-def]
-    """Paragraph and table elements of a body or cell, in document order."""
+    """Paragraph, table and imported-content (altChunk) elements of a body or cell, in document order."""
     for child in el.iterchildren():
-        if child.tag in (qn("w:p"), qn("w:tbl")):
+        if child.tag in (qn("w:p"), qn("w:tbl"), _ALT_CHUNK):
             yield child
         elif child.tag == qn("w:sdt"):
             if not _is_toc(child):
@@ -319,7 +353,7 @@ def _cell_text(tc, parent) -> str:  # type: ignore[no-untyped-def]
         if item.tag == qn("w:p"):
             parts.append(Paragraph(item, parent).text)
             parts.extend(_text_box_paragraphs(item, parent))
-        else:  # nested table, flattened
+        elif item.tag == qn("w:tbl"):  # nested table, flattened
             parts.extend(" | ".join(c for c in row if c) for row in _table_rows(item, parent))
     return "\n".join(p for p in parts if p.strip())
 
@@ -382,6 +416,9 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     damaged_graphics = 0
     objects: list[str] = []  # what each embedded object gave
     for item in _body_items(body):
+        if item.tag == _ALT_CHUNK:
+            objects += _add_alt_chunk(builder, item, part, ocr_lang)
+            continue
         if item.tag == qn("w:tbl"):
             builder.add_table(_table_rows(item, parent))
             _add_picture_text(builder, pictures, item, part)
@@ -408,11 +445,15 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
         _add_picture_text(builder, pictures, item, part)  # a picture's text (a pasted scan, a screenshot) after it too
         damaged_graphics += _add_graphics(builder, item, part)  # a chart's figures, a SmartArt's boxes, likewise
         objects += _add_objects(builder, item, part, ocr_lang)  # an embedded worksheet's rows, likewise
-    core_title = (document.core_properties.title or "").strip() or None
+    try:  # without docProps/core.xml, python-docx makes one up, titled "Word Document"
+        part.package.part_related_by(RT.CORE_PROPERTIES)
+        core_title = (document.core_properties.title or "").strip() or None
+    except KeyError:
+        core_title = None
     return make_document(
         builder,
         format="docx",
         parser="python-docx",
-        title=title or builder.first_heading or core_title,
+        title=title or builder.first_heading or next((b.text for b in builder.blocks if b.kind in ("title", "heading")), None) or core_title,
         **pictures.metadata(objects + ([f"{damaged_graphics} chart(s) or SmartArt graphic(s) not extracted (damaged or missing part)"] if damaged_graphics else [])),
     )

@@ -875,6 +875,40 @@ def test_objects_embedded_in_a_word_document(tmp_path):
     ]
 
 
+def test_content_a_word_document_imports_from_its_own_part_is_read():
+    """html-docx-js (a generator web systems use) writes a .docx whose body is one w:altChunk of
+    MHT: Word shows the page; the document was quarantined no_text, titled "Word Document"."""
+    document = parse_file(FILES / "差旅审批单.docx")
+    assert document.title == "差旅审批单"
+    assert [(b.kind, b.text) for b in document.blocks] == [
+        ("heading", "差旅审批单"),
+        ("paragraph", "申请人：王小明，部门：销售部。"),
+        ("table_row", "项目: 机票; 金额（元）: 1,860"),
+        ("table_row", "项目: 酒店; 金额（元）: 1,200"),
+        ("paragraph", "审批意见：同意，由区域经理李华签批。"),
+    ]
+
+
+def test_imported_content_of_a_kind_no_reader_reads_is_named(tmp_path):
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from docx.oxml.parser import parse_xml
+
+    document = docx.Document()
+    document.add_paragraph("正文。")
+    chunk = Part(PackURI("/word/chunk1.bin"), "application/x-unknown", b"\x00\x01", document.part.package)
+    rid = document.part.relate_to(chunk, RT.A_F_CHUNK)
+    document.element.body.insert(1, parse_xml(
+        '<w:altChunk xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+        f'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{rid}"/>'))
+    document.save(tmp_path / "chunk.docx")
+    parsed = parse_file(tmp_path / "chunk.docx")
+    assert [b.text for b in parsed.blocks] == ["正文。"]
+    assert "imported content (altChunk) application/x-unknown: not read (no format this pipeline reads)" in parsed.warnings
+
+
 def test_a_smartart_org_chart_reads_each_box_under_the_one_above():
     """The data model's parOf connections make the tree; connectors, layout points, empty and
     placeholder boxes are not read; a box no connection reaches still is."""
