@@ -5,11 +5,15 @@ charts, ``c:chartSpace``): each series' name, its category labels and its values
 the embedded workbook they came from. Read as a table — one row a category, one column a series,
 the category axis's title (if any) heading the first column — a bar chart of quarterly revenue
 indexes as "Q3; 营收: 132; 成本: 97", answerable like any table. Values are shown as the chart
-shows them: shortest exact form, a percentage format's as percentages. A chart in an .xlsx is
+shows them: shortest exact form, a percentage format's as percentages, a date format's (a date
+axis's categories are day numbers) as dates. A chart in an .xlsx is
 not read this way: its figures are the sheet's cells, read already.
 """
 
 from __future__ import annotations
+
+import datetime as dt
+import re
 
 from lxml import etree
 
@@ -30,9 +34,19 @@ def _number(value: str, code: str) -> str:
         x = float(value)
     except ValueError:
         return value.strip()
-    if "%" in code:
+    bare = _FORMAT_LITERALS.sub("", code)
+    if "%" in bare:
         return f"{x * 100:.12g}%"
+    if _DATE_CODE.search(bare) and bare.lower() not in ("general", "standard") and not re.search(r"[0#?]", bare) \
+            and 0 < x < 2958466:  # a date axis: Excel day serials
+        day = _EXCEL_EPOCH + dt.timedelta(days=x)
+        return day.date().isoformat() if x == int(x) else day.isoformat(sep=" ", timespec="minutes")
     return f"{x:.12g}"
+
+
+_FORMAT_LITERALS = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.')
+_DATE_CODE = re.compile(r"[ydm]", re.IGNORECASE)
+_EXCEL_EPOCH = dt.datetime(1899, 12, 30)  # day 0 of Excel's 1900 date system (its leap-year bug included)
 
 
 def _points(el) -> dict[int, str]:  # type: ignore[no-untyped-def]

@@ -757,6 +757,26 @@ def test_a_charts_data_is_read_as_table_rows_on_its_slide(tmp_path):
     assert not document.warnings
 
 
+def test_a_date_axis_reads_as_dates(tmp_path):
+    """A line chart over dates keeps its categories as Excel day numbers with a date format."""
+    import datetime as dt
+
+    from pptx import Presentation
+    from pptx.chart.data import CategoryChartData
+    from pptx.enum.chart import XL_CHART_TYPE
+    from pptx.util import Inches
+
+    deck = Presentation()
+    data = CategoryChartData(number_format="0.0")
+    data.categories = [dt.date(2026, 3, 1), dt.date(2026, 3, 2)]
+    data.add_series("在线用户（万）", (12.5, 13.25))
+    deck.slides.add_slide(deck.slide_layouts[6]).shapes.add_chart(XL_CHART_TYPE.LINE, Inches(1), Inches(1), Inches(6), Inches(4), data)
+    deck.save(tmp_path / "dates.pptx")
+    assert [b.text for b in parse_file(tmp_path / "dates.pptx").blocks] == [
+        "2026-03-01; 在线用户（万）: 12.5", "2026-03-02; 在线用户（万）: 13.25",
+    ]
+
+
 def test_a_charts_data_is_read_in_opendocument_too():
     """The same deck saved by LibreOffice as .odp: each chart is an embedded object whose local
     table holds the figures (LibreOffice titles a one-series pie with its series' name, as
