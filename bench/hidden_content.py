@@ -1,7 +1,7 @@
 """Text a file holds outside its body's runs: what two parser versions read of it, side by side.
 
 A filled PDF form's values, text typed onto a PDF page, tracked insertions and deletions, Word
-content controls and simple fields, charts' figures, SmartArt boxes, percentage cells: each is
+content controls, simple fields and list numbers, charts' figures, SmartArt boxes, percentage cells: each is
 drawn or stored apart from the text a naive reader walks. For each file below, every block
 ``parse_file`` returns is recorded; ``--compare`` prints, per file, blocks and characters
 before -> after and the lines only one version has.
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = [
     "filled-form.pdf",
     "年假制度修订.docx", "年假制度修订.doc", "年假制度修订.rtf", "年假制度修订.odt",
-    "smartart-chart.docx", "smartart-shapes.pptx", "差旅审批单.docx",
+    "smartart-chart.docx", "smartart-shapes.pptx", "差旅审批单.docx", "考勤制度.docx",
     "区域指标.xlsx", "区域指标.xls", "区域指标.ods", "经营数据.odp",
 ]
 CORPUS = ["docx/docx_01.docx", "pptx/pptx_01.pptx", "pptx/ppt_example.pptx", "xlsx/xlsx_01.xlsx"]

@@ -44,8 +44,8 @@ PARSE_CACHE_VERSION = 7
 # .pdf 1: a filled form's values and FreeText annotations read (were lost: drawn apart from the page's
 # content stream). Every PDF is parsed again once, its scanned pages OCR'd again.
 # Tracked changes read as accepted — .docx family 2 (inserted text, a content control's filled-in
-# value, a smart tag's or simple field's text, content imported from a part of its own (w:altChunk)
-# were lost), .doc 7 and .rtf 2 (deleted text was read).
+# value, a smart tag's or simple field's text, content imported from a part of its own (w:altChunk),
+# automatic list numbers "第十二条" were lost), .doc 7 and .rtf 2 (deleted text was read).
 # Charts' data as table rows and SmartArt boxes as list items — .pptx family 2 (only a chart's title
 # was read), .docx family 2 (neither).
 # Percentages as shown — .xlsx family 3, .xls 4, .ods 2: 0.125 in a "0.0%" cell reads "12.5%" (was 0.125).

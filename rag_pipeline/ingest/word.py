@@ -29,6 +29,7 @@ from rag_pipeline.ingest.document import ParsedDocument, UnreadableDocument
 from rag_pipeline.ingest.embedded import add_office_object, parse_bytes
 from rag_pipeline.ingest.pictures import PictureReader
 from rag_pipeline.ingest.textutil import squash
+from rag_pipeline.ingest.word_numbering import Numbering
 
 # Macro-enabled documents (.docm) and templates (.dotx, .dotm) hold the same main part under
 # other content types; python-docx maps only .docx's to its document part.
@@ -347,6 +348,28 @@ def _is_list_item(par: Paragraph, chains: dict) -> bool:
     return False
 
 
+def _list_of(par: Paragraph, chains: dict) -> tuple[str, int] | None:
+    """(numId, level) of the numbered list a paragraph belongs to, from its own ``w:numPr`` or its
+    style's (a paragraph may give only the level, its style the list); None when not numbered
+    (``numId`` 0 switches a style's numbering off)."""
+    num_id, level = None, None
+    for ppr in [par._p.pPr, *(style.element.pPr for style in _style_chain(par, chains))]:
+        numpr = ppr.find(qn("w:numPr")) if ppr is not None else None
+        if numpr is None:
+            continue
+        found_id, found_level = numpr.find(qn("w:numId")), numpr.find(qn("w:ilvl"))
+        num_id = num_id if num_id is not None or found_id is None else found_id.get(qn("w:val"))
+        level = level if level is not None or found_level is None else found_level.get(qn("w:val"))
+        if num_id is not None and level is not None:
+            break
+    if not num_id or num_id == "0":
+        return None
+    try:
+        return num_id, int(level or 0)
+    except ValueError:
+        return num_id, 0
+
+
 def _cell_text(tc, parent) -> str:  # type: ignore[no-untyped-def]
     parts = []
     for item in _body_items(tc):
@@ -413,6 +436,10 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
     builder = BlockBuilder()
     title: str | None = None
     chains: dict = {}
+    try:
+        numbering = Numbering(part.part_related_by(RT.NUMBERING).blob)
+    except KeyError:  # no numbering part: no list numbers
+        numbering = Numbering(None)
     damaged_graphics = 0
     objects: list[str] = []  # what each embedded object gave
     for item in _body_items(body):
@@ -426,7 +453,10 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             objects += _add_objects(builder, item, part, ocr_lang)
             continue
         par = Paragraph(item, parent)
-        text = squash(par.text)
+        listed = _list_of(par, chains)
+        label = numbering.label(*listed) if listed else ""  # counted even on an empty paragraph, as Word does
+        shown = f"{label} {par.text}" if label and squash(par.text) else par.text
+        text = squash(shown)
         if text:
             level = _heading_level(par, chains)
             if level is None and not _is_list_item(par, chains):
@@ -437,9 +467,9 @@ def parse_docx(path: Path, *, ocr_lang: str = "eng+chi_sim") -> ParsedDocument:
             elif level is not None:
                 builder.heading(text, level)
             elif _is_list_item(par, chains):
-                builder.add(par.text, "list_item")
+                builder.add(shown, "list_item")
             else:
-                builder.add(par.text)
+                builder.add(shown)
         for box_text in _text_box_paragraphs(item, parent):  # after the paragraph they are anchored in
             builder.add(box_text)
         _add_picture_text(builder, pictures, item, part)  # a picture's text (a pasted scan, a screenshot) after it too

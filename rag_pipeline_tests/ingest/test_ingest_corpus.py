@@ -279,9 +279,9 @@ def test_docx_heading_path_lists_and_tables():
     d = doc("docx/docx_01.docx")
     assert d.title == "MinerU supports DOCX document parsing now"
     assert d.blocks[0].kind == "title"
-    item = next(b for b in d.blocks if b.text == "和文本在一起的带下划线的空格")
+    item = next(b for b in d.blocks if b.text == "1 和文本在一起的带下划线的空格")  # Word's list numbers, as LibreOffice shows them
     assert item.kind == "list_item"
-    assert item.heading_path == ("有序列表构成的章节标题", "显式空白字符表示")
+    assert item.heading_path == ("1. 有序列表构成的章节标题", "1.1. 显式空白字符表示")
     texts = [b.text for b in d.blocks]
     assert "正文内插入内联SDT元素无税固定总价￥125000" in texts  # an inline content control's value
     assert "Figure 1: This is a cute mascot" in texts  # a simple field's result (SEQ Figure)

@@ -895,6 +895,27 @@ def test_objects_embedded_in_a_word_document(tmp_path):
     ]
 
 
+def test_word_list_numbers_are_read_as_the_reader_sees_them():
+    """A regulation's articles numbered by Word ("第%1条", Chinese counting), not typed: python-docx's
+    text held "为规范员工考勤管理…" without its "第一条", so "第十二条规定了什么" had nothing to find.
+    Expected: what LibreOffice shows for the same file (its text export)."""
+    texts = [b.text for b in parse_file(FILES / "考勤制度.docx").blocks]
+    assert texts[:4] == ["考勤管理制度", "第一条 为规范员工考勤管理，制定本制度。", "第二条 本制度适用于公司全体员工。",
+                         "第三条 工作时间为每周一至周五 9:00 至 18:00。"]
+    assert texts[10:] == ["第十条 第10项占位条款内容。", "第十一条 第11项占位条款内容。", "第十二条 迟到超过 30 分钟按旷工半天处理。",
+                          "请假分为以下两类：", "（一） 事假须提前一天申请；", "（二） 病假须提供医院证明。"]
+
+
+def test_number_formats():
+    from rag_pipeline.ingest.word_numbering import format_number
+
+    assert [format_number(n, "chineseCounting") for n in (1, 10, 12, 20, 105, 110, 1003)] == [
+        "一", "十", "十二", "二十", "一百零五", "一百一十", "一千零三"]
+    assert [format_number(n, f) for n, f in ((4, "upperRoman"), (9, "lowerRoman"), (28, "upperLetter"), (3, "lowerLetter"),
+                                             (3, "decimalZero"), (2, "ideographTraditional"), (5, "decimalEnclosedCircle"), (7, "decimal"))] == [
+        "IV", "ix", "BB", "c", "03", "乙", "⑤", "7"]
+
+
 def test_content_a_word_document_imports_from_its_own_part_is_read():
     """html-docx-js (a generator web systems use) writes a .docx whose body is one w:altChunk of
     MHT: Word shows the page; the document was quarantined no_text, titled "Word Document"."""
