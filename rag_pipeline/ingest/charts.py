@@ -17,6 +17,8 @@ import re
 
 from lxml import etree
 
+from rag_pipeline.ingest.sheets import FORMAT_LITERALS
+
 _C = "{http://schemas.openxmlformats.org/drawingml/2006/chart}"
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True)
@@ -34,7 +36,7 @@ def _number(value: str, code: str) -> str:
         x = float(value)
     except ValueError:
         return value.strip()
-    bare = _FORMAT_LITERALS.sub("", code)
+    bare = FORMAT_LITERALS.sub("", code)
     if "%" in bare:
         return f"{x * 100:.12g}%"
     if _DATE_CODE.search(bare) and bare.lower() not in ("general", "standard") and not re.search(r"[0#?]", bare) \
@@ -44,7 +46,6 @@ def _number(value: str, code: str) -> str:
     return f"{x:.12g}"
 
 
-_FORMAT_LITERALS = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.')
 _DATE_CODE = re.compile(r"[ydm]", re.IGNORECASE)
 _EXCEL_EPOCH = dt.datetime(1899, 12, 30)  # day 0 of Excel's 1900 date system (its leap-year bug included)
 

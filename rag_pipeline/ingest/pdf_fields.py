@@ -15,6 +15,7 @@ show it, in the page's reading order top to bottom. A damaged annotation is skip
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from pdfminer.pdfpage import PDFPage
 from pdfminer.pdftypes import resolve1
@@ -44,30 +45,25 @@ def _text(value: object) -> str:
     return ""
 
 
+def _lineage(node: dict) -> Iterator[dict]:
+    """A field-tree node, then its parents up the tree (at most _MAX_PARENTS: a damaged file's loop)."""
+    for _ in range(_MAX_PARENTS):
+        yield node
+        parent = resolve1(node.get("Parent"))
+        if not isinstance(parent, dict):
+            return
+        node = parent
+
+
 def _inherited(field: dict, key: str) -> object:
     """A field attribute, looked up the field tree (values and types are inherited, 12.7.3.1)."""
-    for _ in range(_MAX_PARENTS):
-        if key in field:
-            return field[key]
-        parent = resolve1(field.get("Parent"))
-        if not isinstance(parent, dict):
-            return None
-        field = parent
-    return None
+    return next((node[key] for node in _lineage(field) if key in node), None)
 
 
 def _field(widget: dict) -> dict:
     """The field a widget shows: the widget itself when it holds the value, else the nearest
     ancestor that does (a radio button's kids share their group's value)."""
-    node = widget
-    for _ in range(_MAX_PARENTS):
-        if "T" in node or "V" in node:
-            return node
-        parent = resolve1(node.get("Parent"))
-        if not isinstance(parent, dict):
-            return widget
-        node = parent
-    return widget
+    return next((node for node in _lineage(widget) if "T" in node or "V" in node), widget)
 
 
 def _label(field: dict) -> str:

@@ -31,7 +31,7 @@ def percent_decimals(number_format: str | None) -> tuple[int, int] | None:
     codes and escaped characters are not the format's."""
     if not number_format or "%" not in number_format:
         return None
-    section = _FORMAT_LITERALS.sub("", number_format.split(";")[0])
+    section = FORMAT_LITERALS.sub("", number_format.split(";")[0])
     if "%" not in section:
         return None
     decimals = re.search(r"\.([0#?]+)", section)
@@ -39,7 +39,9 @@ def percent_decimals(number_format: str | None) -> tuple[int, int] | None:
     return len(places.rstrip("#?")), len(places)
 
 
-_FORMAT_LITERALS = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.|_.|\*.')
+# What a number format writes as it stands, not a code: "quoted text", [colour]/[locale], \escaped,
+# _padding and *fill characters
+FORMAT_LITERALS = re.compile(r'"[^"]*"|\[[^\]]*\]|\\.|_.|\*.')
 
 
 def cell_text(value: object, percent: tuple[int, int] | None = None) -> str:
